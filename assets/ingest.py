@@ -1,0 +1,134 @@
+"""Ingest assets: one hourly-partitioned asset per raw source, raw zone -> DuckDB.
+
+Each partition run reads its hour's files, parses every line in DuckDB against the target
+table's columns, and in one transaction replaces the hour's rows, its quarantined lines (with a
+reason) and its ingest log. Running a partition twice leaves identical tables; a crash leaves
+the previous state; one bad line never costs the good lines around it.
+"""
+
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pandas as pd
+
+from orchestration import sql
+from orchestration.partitions import hourly
+from orchestration.raw_zone import RawZoneResource, read_lines
+from orchestration.warehouse import POOL, WarehouseResource
+
+
+@dataclass(frozen=True)
+class RawSource:
+    """A raw-zone source: the folder its producers write, the table it lands in, required fields."""
+
+    folder: str
+    table: str
+    required: tuple[str, ...]
+    description: str
+
+
+SOURCES = (
+    RawSource("gpu_samples", "gpu_samples", ("time", "host", "gpu_index"),
+              "GPU samples, one per GPU per interval (NVML agent, dcgm-exporter, simulator)."),
+    RawSource("training_steps", "training_steps", ("time", "run_id", "rank", "step"),
+              "Training step records, one per rank per step (training-side client, log importers)."),
+    RawSource("lineage", "lineage_events", ("time", "event"),
+              "Lineage events: runs started and ended, checkpoints saved, model versions."),
+)
+
+
+def utc_naive(moment: datetime) -> datetime:
+    """DuckDB TIMESTAMP parameters are naive UTC."""
+    return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment.tzinfo else moment
+
+
+def target_fields(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
+    rows = sql.run(con, "ingest/target_fields", {"table": table}).fetchall()
+    return {name: kind for name, kind in rows}
+
+
+def ingest_partition(
+    con: duckdb.DuckDBPyConnection, source: RawSource, files: list[Path], start: datetime, end: datetime
+) -> dict:
+    """Replace [start, end) of `source.table` from `files`, atomically. Returns counts and reasons."""
+    start, end = utc_naive(start), utc_naive(end)
+    lines = read_lines(files)
+    file_stats = pd.DataFrame(
+        {
+            "file": pd.Series([str(f) for f in files], dtype="object"),
+            "size_bytes": pd.Series([f.stat().st_size for f in files], dtype="int64"),
+            "modified_ns": pd.Series([f.stat().st_mtime_ns for f in files], dtype="int64"),
+        }
+    )
+    params = {
+        "fields": json.dumps(target_fields(con, source.table)),
+        "required": [f for f in source.required if f != "time"],
+        "start": start,
+        "end": end,
+        "source": source.folder,
+    }
+    con.register("raw_lines", lines)
+    con.register("file_stats", file_stats)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        sql.run(con, "ingest/parse", params)
+        sql.run(con, f"ingest/{source.table}", params)
+        sql.run(con, "ingest/quarantine", params)
+        loaded, quarantined = con.execute(
+            "SELECT count(*) FILTER (WHERE reason IS NULL), count(*) FILTER (WHERE reason IS NOT NULL) FROM parsed"
+        ).fetchone()
+        reasons = con.execute(
+            "SELECT reason, count(*) AS n FROM parsed WHERE reason IS NOT NULL GROUP BY reason ORDER BY n DESC, reason LIMIT 10"
+        ).fetchall()
+        con.execute("DROP TABLE parsed")
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        con.unregister("raw_lines")
+        con.unregister("file_stats")
+    return {"files": len(files), "rows_loaded": loaded, "rows_quarantined": quarantined, "reasons": reasons}
+
+
+def build_ingest_asset(source: RawSource) -> dg.AssetsDefinition:
+    @dg.asset(
+        name=source.table,
+        partitions_def=hourly,
+        group_name="ingest",
+        kinds={"duckdb"},
+        pool=POOL,
+        description=source.description + " Replaces the partition's hour atomically; bad lines go to `quarantine`.",
+    )
+    def _ingest(
+        context: dg.AssetExecutionContext, warehouse: WarehouseResource, raw_zone: RawZoneResource
+    ) -> dg.MaterializeResult:
+        window = context.partition_time_window
+        files = raw_zone.files(source.folder, window.start)
+        with warehouse.connect() as con:
+            result = ingest_partition(con, source, files, window.start, window.end)
+        if result["rows_quarantined"]:
+            context.log.warning(
+                f"{source.folder} {context.partition_key}: {result['rows_quarantined']} line(s) quarantined: "
+                + "; ".join(f"{reason} ({n})" for reason, n in result["reasons"])
+            )
+        return dg.MaterializeResult(
+            metadata={
+                "files": result["files"],
+                "rows_loaded": result["rows_loaded"],
+                "rows_quarantined": result["rows_quarantined"],
+                "quarantine_reasons": dg.MetadataValue.md(
+                    "\n".join(f"- {reason}: {n}" for reason, n in result["reasons"]) or "none"
+                ),
+            }
+        )
+
+    return _ingest
+
+
+ingest_assets = [build_ingest_asset(source) for source in SOURCES]

@@ -1,0 +1,130 @@
+"""Dagster asset checks, one per registered signal, built from the registry.
+
+Each check evaluates its signal on one hourly partition: it runs the signal's SQL to get the time
+series, the detector to get findings, replaces the partition's findings and evaluation mark in
+DuckDB (one transaction), and reports pass/fail with the evidence as metadata.
+"""
+
+import json
+import warnings
+from datetime import datetime
+
+import dagster as dg
+import duckdb
+import pandas as pd
+
+import checks.signals  # noqa: F401  (registers the signals)
+from checks.registry import REGISTRY, Signal
+from orchestration import sql
+from orchestration.partitions import hourly
+from orchestration.warehouse import POOL, WarehouseResource
+
+# Partitioned asset checks are "preview" in Dagster 1.13; they are what hourly checks need.
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+
+SEVERITY = {"SEV1": dg.AssetCheckSeverity.ERROR, "SEV2": dg.AssetCheckSeverity.WARN, "SEV3": dg.AssetCheckSeverity.WARN}
+MAX_LISTED = 20
+
+
+def _naive(moment: datetime) -> datetime:
+    return pd.Timestamp(moment).tz_convert("UTC").tz_localize(None).to_pydatetime()
+
+
+def evaluate(con: duckdb.DuckDBPyConnection, signal: Signal, start: datetime, end: datetime) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Run `signal` over [start, end) and store its findings; returns (series frame, findings)."""
+    start, end = _naive(start), _naive(end)
+    params = {"start": start, "end": end, **signal.thresholds}
+    frame = sql.frame(con, signal.query, params)
+    findings = signal.detector(frame, signal.thresholds)
+    stored = findings.assign(
+        signal=signal.name,
+        entity_type=signal.entity,
+        partition_start=start,
+        evidence=findings["evidence"].map(lambda e: json.dumps(e, sort_keys=True, default=str)),
+    )
+    entity_col = "run_id" if "run_id" in frame.columns else None
+    marks = pd.DataFrame({
+        "signal": [signal.name],
+        "partition_start": [start],
+        "evaluated_until": [frame["tick"].max() if "tick" in frame.columns and not frame.empty else pd.NaT],
+        "entities": [int(frame[entity_col].nunique()) if entity_col and not frame.empty else 0],
+        "flagged": [int(findings["entity_id"].nunique()) if not findings.empty else 0],
+    })
+    con.register("new_findings", stored)
+    con.register("new_evaluations", marks)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        sql.run(con, "detect/store_findings", {"signal": signal.name, "start": start})
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        con.unregister("new_findings")
+        con.unregister("new_evaluations")
+    return frame, findings
+
+
+def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame) -> dg.AssetCheckResult:
+    """Pass/fail with the evidence: value, baseline, threshold, window, offending entities."""
+    metadata: dict = {
+        "signal": signal.name,
+        "tier": signal.tier,
+        "owner": signal.owner,
+        "entities_evaluated": int(frame["run_id"].nunique()) if "run_id" in frame.columns else 0,
+        "window": dg.MetadataValue.text(
+            f"{frame['tick'].min()} .. {frame['tick'].max()}" if "tick" in frame.columns and not frame.empty else "no data"
+        ),
+        "thresholds": dg.MetadataValue.json(dict(signal.thresholds)),
+    }
+    if not findings.empty:
+        shown = findings.head(MAX_LISTED)
+        metadata["offending"] = dg.MetadataValue.md(_table(shown))
+        worst = findings.loc[findings["value"].astype(float).idxmax()]
+        metadata["value"] = float(worst["value"])
+        metadata["threshold"] = float(worst["threshold"])
+        if worst["baseline"] is not None and not pd.isna(worst["baseline"]):
+            metadata["baseline"] = float(worst["baseline"])
+        metadata["evidence"] = dg.MetadataValue.json(worst["evidence"])
+    return dg.AssetCheckResult(
+        passed=findings.empty,
+        severity=SEVERITY[signal.tier],
+        metadata=metadata,
+        description=(
+            f"{signal.title}: {findings['entity_id'].nunique()} {signal.entity}(s) flagged"
+            if not findings.empty else f"{signal.title}: nothing flagged"
+        ),
+    )
+
+
+def _table(findings: pd.DataFrame) -> str:
+    lines = ["| entity | onset | detected | last seen | value | threshold | GPUs |", "|---|---|---|---|---|---|---|"]
+    for row in findings.itertuples():
+        lines.append(
+            f"| {row.entity_id} | {row.onset} | {row.detected_at} | {row.last_seen} | {row.value:.0f} | "
+            f"{row.threshold:.0f} | {', '.join(row.gpus)} |"
+        )
+    return "\n".join(lines)
+
+
+def build_check(signal: Signal) -> dg.AssetChecksDefinition:
+    @dg.asset_check(
+        asset=signal.asset,
+        name=signal.name,
+        description=f"[{signal.tier}, owner: {signal.owner}] {signal.description}",
+        additional_deps=list(signal.inputs),
+        partitions_def=hourly,
+        pool=POOL,
+        blocking=False,
+        metadata={"family": signal.family, "entity": signal.entity, "tier": signal.tier, "owner": signal.owner},
+    )
+    def _check(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource) -> dg.AssetCheckResult:
+        window = context.partition_time_window
+        with warehouse.connect() as con:
+            frame, findings = evaluate(con, signal, window.start, window.end)
+        return check_result(signal, frame, findings)
+
+    return _check
+
+
+signal_checks = [build_check(signal) for signal in REGISTRY]

@@ -1,0 +1,139 @@
+"""The one registry of signals.
+
+A signal is what Goodput can say about a run, rank, GPU, checkpoint, endpoint or model version:
+its family, the entity it speaks of, a severity tier by cost of delay, the owning team, a
+playbook, the SQL that builds its time series and one small pure detector over that frame.
+Asset checks, docs and scoring are all built from here; nothing else lists signals.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+import pandas as pd
+import yaml
+
+FAMILIES = ("training", "distributed", "gpu", "checkpoint", "serving", "quality")
+ENTITIES = ("run", "rank", "gpu", "checkpoint", "endpoint", "model_version")
+TIERS = ("SEV1", "SEV2", "SEV3")
+OWNERS = ("model", "platform", "product")
+
+# A detector takes the signal's time-series frame and its thresholds, returns findings rows.
+Detector = Callable[[pd.DataFrame, Mapping[str, float]], pd.DataFrame]
+
+FINDING_COLUMNS = (
+    "entity_id", "onset", "detected_at", "last_seen", "run_id", "rank", "hosts", "gpus",
+    "value", "baseline", "threshold", "evidence",
+)
+
+PLAYBOOKS_FILE = Path(__file__).with_name("playbooks.yaml")
+
+
+@dataclass(frozen=True)
+class Playbook:
+    """Ordered diagnostic steps (may use `{evidence}` placeholders), who responds, where it escalates."""
+
+    steps: tuple[str, ...]
+    responder: str
+    escalation: tuple[str, ...]
+
+    def render(self, facts: Mapping[str, object]) -> str:
+        """The playbook as text, placeholders filled from `facts`; unknown placeholders stay visible."""
+        lines = [f"{i}. {step.format_map(_Leave(facts))}" for i, step in enumerate(self.steps, 1)]
+        lines.append(f"Responder: {self.responder}")
+        lines.append("Escalation: " + " -> ".join(self.escalation))
+        return "\n".join(lines)
+
+
+class _Leave(dict):
+    def __init__(self, facts: Mapping[str, object]):
+        super().__init__(facts)
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+@dataclass(frozen=True)
+class Signal:
+    name: str
+    family: str
+    entity: str
+    tier: str
+    owner: str
+    title: str
+    description: str
+    asset: str                      # the asset whose check this is
+    inputs: tuple[str, ...]         # other assets the detector reads
+    query: str                      # sql/<query>.sql builds the detector's frame
+    detector: Detector
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    fault_types: tuple[str, ...] = ()   # simulator fault types this signal is meant to catch
+
+    def __post_init__(self):
+        for value, allowed, what in (
+            (self.family, FAMILIES, "family"), (self.entity, ENTITIES, "entity"),
+            (self.tier, TIERS, "tier"), (self.owner, OWNERS, "owner"),
+        ):
+            if value not in allowed:
+                raise ValueError(f"signal {self.name!r}: {what} {value!r} is not one of {', '.join(allowed)}")
+        object.__setattr__(self, "thresholds", MappingProxyType(dict(self.thresholds)))
+
+    @property
+    def playbook(self) -> Playbook:
+        return playbooks()[self.name]
+
+
+class SignalRegistry:
+    """Signals by name. Registering a name twice raises; an unknown name lists the known ones."""
+
+    def __init__(self) -> None:
+        self._signals: dict[str, Signal] = {}
+
+    def register(self, signal: Signal) -> Signal:
+        if signal.name in self._signals:
+            raise ValueError(f"signal {signal.name!r} is already registered")
+        self._signals[signal.name] = signal
+        return signal
+
+    def get(self, name: str) -> Signal:
+        try:
+            return self._signals[name]
+        except KeyError:
+            raise KeyError(f"unknown signal {name!r}; known signals: {', '.join(sorted(self._signals))}") from None
+
+    def __iter__(self) -> Iterator[Signal]:
+        return iter(sorted(self._signals.values(), key=lambda s: s.name))
+
+    def __len__(self) -> int:
+        return len(self._signals)
+
+    def for_fault(self, fault_type: str) -> list[Signal]:
+        return [s for s in self if fault_type in s.fault_types]
+
+
+@functools.cache
+def playbooks() -> Mapping[str, Playbook]:
+    """The playbook catalogue (`checks/playbooks.yaml`), by signal name."""
+    raw = yaml.safe_load(PLAYBOOKS_FILE.read_text()) or {}
+    return MappingProxyType({
+        name: Playbook(tuple(entry["steps"]), entry["responder"], tuple(entry["escalation"]))
+        for name, entry in raw.items()
+    })
+
+
+REGISTRY = SignalRegistry()
+
+
+def signal_table(registry: SignalRegistry = REGISTRY) -> str:
+    """The README's signal table, generated from the registry (a test keeps the README in step)."""
+    lines = [
+        "| signal | family | entity | tier | owner | what it means |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in registry:
+        lines.append(f"| `{s.name}` | {s.family} | {s.entity} | {s.tier} | {s.owner} | {s.description} |")
+    return "\n".join(lines)

@@ -1,0 +1,29 @@
+"""The signals Goodput knows, registered once. Each names its SQL, its detector and its defaults."""
+
+from checks import detectors
+from checks.registry import REGISTRY, Signal
+
+REGISTRY.register(Signal(
+    name="busy_not_progressing",
+    family="training",
+    entity="run",
+    tier="SEV1",
+    owner="platform",
+    title="Run busy but not progressing",
+    description=(
+        "The run's GPUs stay busy while it completes no training step: a hung collective, a "
+        "deadlock or a stuck data path. The GPUs burn hours and the run makes no progress."
+    ),
+    asset="training_steps",
+    inputs=("gpu_samples", "lineage_events"),
+    query="detect/busy_not_progressing",
+    detector=detectors.busy_not_progressing,
+    thresholds={
+        "min_stall_seconds": 300.0,     # several minutes: longer than a checkpoint save or a GC pause
+        "stall_factor": 20.0,           # and many of the run's own step intervals
+        "min_utilization": 0.8,         # GPUs busy (NCCL kernels spin at ~100% while stuck)
+        "util_window_seconds": 300.0,
+        "lookback_seconds": 6 * 3600.0,
+    },
+    fault_types=("hang",),
+))

@@ -1,0 +1,235 @@
+"""The `goodput` command: simulate a cluster, run the demo, score incidents, open the Dagster UI.
+
+Expected problems (a bad scenario, a missing warehouse, a locked file) end with one line on
+stderr saying what and what to do, and a non-zero exit; never a bare traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SCENARIO = REPO_ROOT / "simulator" / "scenarios" / "default.yaml"
+DEMO_MARKER = ".goodput-demo"
+# Runs keep their full event logs in the instance (the UI shows them); the terminal gets warnings only.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+class CliError(Exception):
+    """An expected failure: printed as one line, exit status 2."""
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+def _use_home(home: str | None) -> Path:
+    """Resolve GOODPUT_HOME (flag, then environment, then ./.goodput) and point Dagster at it."""
+    from orchestration.home import ensure_instance, goodput_home
+
+    path = Path(home).resolve() if home else goodput_home()
+    os.environ["GOODPUT_HOME"] = str(path)
+    os.environ["DAGSTER_HOME"] = str(ensure_instance(path))
+    return path
+
+
+def cmd_simulate(args) -> int:
+    from simulator import ScenarioError, load_scenario, simulate
+
+    try:
+        scenario = load_scenario(Path(args.scenario))
+    except ScenarioError as error:
+        raise CliError(str(error)) from None
+    summary = simulate(scenario, Path(args.out))
+    rows = ", ".join(f"{n:,} {k}" for k, n in summary["rows"].items())
+    _say(f"simulated {scenario.name}: {summary['files']} files ({rows}), {summary['faults']} fault(s) -> {args.out}")
+    return 0
+
+
+def _reset_demo_home(home: Path) -> None:
+    marker = home / DEMO_MARKER
+    if home.exists() and any(home.iterdir()) and not marker.exists():
+        raise CliError(f"{home} holds data that the demo did not write; pass --home to an empty folder")
+    for name in ("raw", "alerts", "reports", "ground_truth.jsonl", "warehouse.duckdb", "warehouse.duckdb.wal"):
+        target = home / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+    home.mkdir(parents=True, exist_ok=True)
+    marker.write_text("This folder is a Goodput demo home; `goodput demo` may reset it.\n")
+
+
+def run_pipeline(home: Path, start, end, progress=_say) -> dict:
+    """Process every hour in [start, end) through the real Definitions on the home's persistent
+    Dagster instance (so the runs show in `goodput ui`), then fold incidents and deliver alerts."""
+    import dagster as dg
+
+    from orchestration.definitions import build_definitions, resources_for
+    from orchestration.partitions import hour_keys
+    from orchestration.sensors import incident_alerts
+
+    defs = build_definitions(home)
+    instance = dg.DagsterInstance.get()
+    detect = defs.resolve_job_def("detect")
+    keys = hour_keys(start, end)
+    for i, key in enumerate(keys, 1):
+        t0 = time.monotonic()
+        result = detect.execute_in_process(partition_key=key, instance=instance, run_config=QUIET)
+        failed = [c.check_name for c in result.get_asset_check_evaluations() if not c.passed]
+        progress(f"  [{i:>2}/{len(keys)}] detect {key}  {time.monotonic() - t0:4.1f}s"
+                 + (f"  FAILED: {', '.join(failed)}" if failed else ""))
+    defs.resolve_job_def("fold_incidents").execute_in_process(instance=instance, run_config=QUIET)
+    resources = resources_for(home)
+    with dg.build_sensor_context(instance=instance, resources=resources) as context:
+        incident_alerts(context)
+    return {"partitions": len(keys)}
+
+
+def _read_incidents(home: Path):
+    from orchestration import sql
+    from orchestration.home import warehouse_path
+    from orchestration.warehouse import WarehouseResource
+
+    with WarehouseResource(path=str(warehouse_path(home))).connect(read_only=True, wait_seconds=30) as con:
+        incidents = sql.frame(con, "alerts/transitions")
+        incidents = incidents[incidents["transition"] == "opened"]
+        counts = con.execute(
+            "SELECT (SELECT count(*) FROM gpu_samples), (SELECT count(*) FROM training_steps), "
+            "(SELECT count(*) FROM lineage_events), (SELECT count(*) FROM quarantine)"
+        ).fetchone()
+    return incidents, dict(zip(("gpu_samples", "training_steps", "lineage_events", "quarantined"), counts))
+
+
+def _print_incidents(incidents) -> None:
+    if incidents.empty:
+        _say("  (no incidents)")
+        return
+    for r in incidents.itertuples():
+        _say(f"  {r.incident_id}  [{r.tier}] {r.status:<8} {r.title}")
+        _say(f"      onset {r.onset}  opened {r.opened}  last seen {r.last_seen}  "
+             f"GPUs {', '.join(r.gpus)}  checkpoint {r.checkpoint}  {r.gpu_hours_at_risk:.2f} GPU-h at risk  owner {r.owner}")
+
+
+def _print_score(table) -> None:
+    header = f"  {'fault':<12}{'injected':>9}{'detected':>9}{'missed':>7}{'false alarms':>13}{'precision':>10}{'recall':>7}{'delay p50':>10}{'delay p95':>10}"
+    _say(header)
+    for r in table.itertuples():
+        _say(f"  {r.fault_type:<12}{r.injected:>9}{r.detected:>9}{r.missed:>7}{r.false_alarms:>13}"
+             f"{r.precision:>10.2f}{r.recall:>7.2f}{_secs(r.delay_median_s):>10}{_secs(r.delay_p95_s):>10}")
+
+
+def _secs(value: float) -> str:
+    return "-" if value != value else f"{value / 60:.1f} min"
+
+
+def cmd_demo(args) -> int:
+    from orchestration.scoring import load_truth, score
+    from simulator import load_scenario, simulate
+
+    from orchestration.home import goodput_home
+
+    started = time.monotonic()
+    _reset_demo_home(Path(args.home).resolve() if args.home else goodput_home())
+    home = _use_home(args.home)
+    scenario = load_scenario(Path(args.scenario))
+    summary = simulate(scenario, home)
+    _say(f"1/3 simulated {scenario.name}: {summary['files']} raw files, "
+         + ", ".join(f"{n:,} {k}" for k, n in summary["rows"].items()) + f", {summary['faults']} injected fault(s)")
+    _say(f"2/3 processing {scenario.start:%Y-%m-%d %H:%M} .. {scenario.end:%H:%M} UTC through the Dagster definitions")
+    run_pipeline(home, scenario.start, scenario.end)
+    incidents, counts = _read_incidents(home)
+    _say("3/3 done. Rows ingested: " + ", ".join(f"{n:,} {k}" for k, n in counts.items()))
+    _say(f"\nIncidents ({len(incidents)}):")
+    _print_incidents(incidents)
+    table = score(load_truth(home / "ground_truth.jsonl"), incidents)
+    _say("\nScore against ground truth:")
+    _print_score(table)
+    alerts = home / "alerts" / "alerts.jsonl"
+    _say(f"\nAlerts delivered to {alerts}")
+    _say(f"Demo finished in {time.monotonic() - started:.0f}s. Browse it all with:  goodput ui --home {home}")
+    _say(f"Query it with DuckDB:  duckdb -readonly {home / 'warehouse.duckdb'}")
+    return 0
+
+
+def cmd_score(args) -> int:
+    from orchestration.scoring import load_truth, score
+
+    home = _use_home(args.home)
+    truth_path = Path(args.truth) if args.truth else home / "ground_truth.jsonl"
+    if not truth_path.exists():
+        raise CliError(f"no ground truth at {truth_path}: pass --truth FILE (written by `goodput simulate`)")
+    incidents, _ = _read_incidents(home)
+    _print_score(score(load_truth(truth_path), incidents))
+    return 0
+
+
+def cmd_ui(args) -> int:
+    home = _use_home(args.home)
+    dagster = Path(sys.executable).with_name("dagster")
+    command = [str(dagster) if dagster.exists() else "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"),
+               "-h", args.host, "-p", str(args.port)]
+    _say(f"Dagster UI for {home} on http://{args.host}:{args.port}  (Ctrl-C to stop)")
+    os.chdir(REPO_ROOT)
+    os.execvpe(command[0], command, os.environ)
+    return 0
+
+
+def cmd_signals(args) -> int:
+    import checks.signals  # noqa: F401
+    from checks.registry import signal_table
+
+    _say(signal_table())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="goodput", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("simulate", help="write a simulated cluster's raw zone and ground truth")
+    p.add_argument("--scenario", required=True, help="scenario file (YAML or JSON), see docs/scenario.md")
+    p.add_argument("--out", required=True, help="output folder (a GOODPUT_HOME: raw/ and ground_truth.jsonl)")
+    p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("demo", help="simulate the default scenario, process it, print incidents and score")
+    p.add_argument("--home", help="GOODPUT_HOME for the demo (default: $GOODPUT_HOME or ./.goodput)")
+    p.add_argument("--scenario", default=str(DEFAULT_SCENARIO), help="scenario file (default: the embedded one)")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("score", help="score the home's incidents against a ground-truth file")
+    p.add_argument("--home")
+    p.add_argument("--truth", help="ground_truth.jsonl (default: the home's)")
+    p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("signals", help="print the signal registry as a markdown table")
+    p.set_defaults(func=cmd_signals)
+
+    p = sub.add_parser("ui", help="start the Dagster UI (dagster dev) on the home's instance")
+    p.add_argument("--home")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=3000)
+    p.set_defaults(func=cmd_ui)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from orchestration.warehouse import WarehouseBusy, WarehouseMissing
+
+    try:
+        return args.func(args)
+    except (CliError, WarehouseBusy, WarehouseMissing, FileNotFoundError) as error:
+        print(f"goodput: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""The one entry point: Goodput's Dagster Definitions (workspace.yaml points here)."""
+
+import dagster as dg
+
+import assets
+import checks
+from orchestration.home import alerts_path, goodput_home, raw_root, warehouse_path
+from orchestration.jobs import detect_job, incidents_job
+from orchestration.raw_zone import RawZoneResource
+from orchestration.schedules import detect_every_5_minutes
+from orchestration.sensors import fold_incidents_after_detect, incident_alerts
+from orchestration.sinks import FileSinkResource
+from orchestration.warehouse import WarehouseResource
+
+
+def resources_for(home) -> dict:
+    """The resources of one Goodput home (tests and the demo build them for their own home)."""
+    return {
+        "warehouse": WarehouseResource(path=str(warehouse_path(home))),
+        "raw_zone": RawZoneResource(root=str(raw_root(home))),
+        "alert_sink": FileSinkResource(path=str(alerts_path(home))),
+    }
+
+
+def build_definitions(home=None) -> dg.Definitions:
+    return dg.Definitions(
+        assets=dg.load_assets_from_package_module(assets),
+        asset_checks=dg.load_asset_checks_from_package_module(checks),
+        jobs=[detect_job, incidents_job],
+        schedules=[detect_every_5_minutes],
+        sensors=[fold_incidents_after_detect, incident_alerts],
+        resources=resources_for(home or goodput_home()),
+    )
+
+
+defs = build_definitions()

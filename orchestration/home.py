@@ -1,0 +1,55 @@
+"""Where Goodput keeps things: one root, `GOODPUT_HOME` (default `./.goodput`).
+
+    GOODPUT_HOME/raw/<source>/<YYYY-MM-DD>/<HH>/<producer>.jsonl   the raw zone (append-only)
+    GOODPUT_HOME/warehouse.duckdb                                  the warehouse
+    GOODPUT_HOME/dagster/                                          the Dagster instance (runs, history)
+    GOODPUT_HOME/alerts/                                           the file alert sink
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_HOME = ".goodput"
+
+# The instance every Goodput process shares: one pool, `warehouse`, admits one writer at a time.
+DAGSTER_YAML = """\
+# Written by Goodput. Every asset and check that writes the warehouse runs in the pool
+# `warehouse`; DuckDB allows one writer per file, so the pools' default limit is 1.
+concurrency:
+  pools:
+    default_limit: 1
+telemetry:
+  enabled: false
+"""
+
+
+def goodput_home() -> Path:
+    return Path(os.environ.get("GOODPUT_HOME", DEFAULT_HOME)).resolve()
+
+
+def warehouse_path(home: Path) -> Path:
+    return home / "warehouse.duckdb"
+
+
+def raw_root(home: Path) -> Path:
+    return home / "raw"
+
+
+def alerts_path(home: Path) -> Path:
+    return home / "alerts" / "alerts.jsonl"
+
+
+def dagster_home(home: Path) -> Path:
+    return home / "dagster"
+
+
+def ensure_instance(home: Path) -> Path:
+    """Create the Dagster instance directory with Goodput's `dagster.yaml`; returns its path."""
+    path = dagster_home(home)
+    path.mkdir(parents=True, exist_ok=True)
+    config = path / "dagster.yaml"
+    if not config.exists() or config.read_text() != DAGSTER_YAML:
+        config.write_text(DAGSTER_YAML)
+    return path

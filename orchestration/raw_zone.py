@@ -1,0 +1,64 @@
+"""The raw zone resource: finds a partition's hour-bucketed files and reads them as numbered lines.
+
+Layout: `<root>/<source>/<YYYY-MM-DD>/<HH>/<producer>.jsonl`, one JSON object per line, UTC.
+A partition reads only its own hour's folder, so a late file for an old hour is seen when that
+hour is re-run, and a backfill re-derives everything from raw.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+
+
+def hour_dir(root: Path, source: str, hour: datetime) -> Path:
+    return root / source / hour.strftime("%Y-%m-%d") / hour.strftime("%H")
+
+
+def read_lines(files: list[Path]) -> pd.DataFrame:
+    """Every line of `files` as rows (file, line, raw, complete, utf8); `complete` is False for a
+    last line without its newline (a writer mid-append, or a truncated file), `utf8` is False for
+    a line that is not valid UTF-8 (kept with replacement characters, for the quarantine)."""
+    files_col, lines_col, raw_col, complete_col, utf8_col = [], [], [], [], []
+    for path in files:
+        data = path.read_bytes()
+        if not data:
+            continue
+        chunks = data.split(b"\n")
+        ends_with_newline = chunks[-1] == b""
+        if ends_with_newline:
+            chunks.pop()
+        for number, chunk in enumerate(chunks, start=1):
+            if not chunk.strip():
+                continue
+            files_col.append(str(path))
+            lines_col.append(number)
+            try:
+                raw_col.append(chunk.decode("utf-8"))
+                utf8_col.append(True)
+            except UnicodeDecodeError:
+                raw_col.append(chunk.decode("utf-8", errors="replace"))
+                utf8_col.append(False)
+            complete_col.append(ends_with_newline or number < len(chunks))
+    return pd.DataFrame(
+        {
+            "file": pd.Series(files_col, dtype="object"),
+            "line": pd.Series(lines_col, dtype="int32"),
+            "raw": pd.Series(raw_col, dtype="object"),
+            "complete": pd.Series(complete_col, dtype="bool"),
+            "utf8": pd.Series(utf8_col, dtype="bool"),
+        }
+    )
+
+
+class RawZoneResource(dg.ConfigurableResource):
+    """The root of the raw zone (`GOODPUT_HOME/raw`)."""
+
+    root: str
+
+    def files(self, source: str, hour: datetime) -> list[Path]:
+        folder = hour_dir(Path(self.root), source, hour)
+        return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []

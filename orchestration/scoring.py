@@ -1,0 +1,86 @@
+"""Scores incidents against a ground-truth file of injected faults.
+
+A fault is detected when an incident of a signal meant for its type (`Signal.fault_types`) names
+the same entity (or a part of it: a rank or GPU of the faulty run) and overlaps the fault's time
+span, give or take `tolerance_seconds`. Detection delay is the incident's `opened` (the data time
+at which the evidence first crossed the threshold) minus the fault's onset. An incident that
+matches no fault is a false alarm, counted under its signal's fault types.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import checks.signals  # noqa: F401  (registers the signals)
+from checks.registry import REGISTRY
+
+SCORE_COLUMNS = ("fault_type", "injected", "detected", "missed", "incidents", "false_alarms",
+                 "precision", "recall", "delay_median_s", "delay_p95_s")
+
+
+def load_truth(path: Path) -> pd.DataFrame:
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    truth = pd.DataFrame(rows, columns=["type", "entity", "onset", "end", "magnitude"])
+    for col in ("onset", "end"):
+        truth[col] = pd.to_datetime(truth[col], utc=True).dt.tz_localize(None)
+    return truth
+
+
+def _entity_matches(incident: pd.Series, entity: str) -> bool:
+    kind, _, name = entity.partition(":")
+    if incident["entity_type"] == kind and incident["entity_id"] == name:
+        return True
+    return kind == "run" and incident["run_id"] == name
+
+
+def match(truth: pd.DataFrame, incidents: pd.DataFrame, tolerance_seconds: float = 600.0) -> pd.DataFrame:
+    """One row per fault: the incidents that caught it, and the delay of the first."""
+    tol = pd.Timedelta(seconds=tolerance_seconds)
+    rows = []
+    for fault in truth.itertuples():
+        signals = {s.name for s in REGISTRY.for_fault(fault.type)}
+        hits = incidents[
+            incidents["signal"].isin(signals)
+            & (incidents["onset"] <= fault.end + tol)
+            & (incidents["last_seen"] >= fault.onset - tol)
+        ]
+        hits = hits[hits.apply(lambda inc: _entity_matches(inc, fault.entity), axis=1)] if not hits.empty else hits
+        first = hits["opened"].min() if not hits.empty else pd.NaT
+        rows.append({
+            "type": fault.type, "entity": fault.entity, "onset": fault.onset, "end": fault.end,
+            "incident_ids": sorted(hits["incident_id"]), "detected": not hits.empty,
+            "delay_s": (first - fault.onset).total_seconds() if not hits.empty else np.nan,
+        })
+    return pd.DataFrame(rows, columns=["type", "entity", "onset", "end", "incident_ids", "detected", "delay_s"])
+
+
+def score(truth: pd.DataFrame, incidents: pd.DataFrame, tolerance_seconds: float = 600.0) -> pd.DataFrame:
+    """Per fault type: injected, detected, missed, incidents, false alarms, precision, recall, delay."""
+    matched = match(truth, incidents, tolerance_seconds)
+    true_ids = set().union(*matched["incident_ids"]) if not matched.empty else set()
+    types = sorted(set(truth["type"]) | {t for s in REGISTRY for t in s.fault_types if s.name in set(incidents["signal"])})
+    rows = []
+    for fault_type in types:
+        faults = matched[matched["type"] == fault_type]
+        signals = {s.name for s in REGISTRY.for_fault(fault_type)}
+        mine = incidents[incidents["signal"].isin(signals)]
+        false_alarms = int((~mine["incident_id"].isin(true_ids)).sum())
+        delays = faults["delay_s"].dropna()
+        detected = int(faults["detected"].sum())
+        rows.append({
+            "fault_type": fault_type,
+            "injected": len(faults),
+            "detected": detected,
+            "missed": len(faults) - detected,
+            "incidents": len(mine),
+            "false_alarms": false_alarms,
+            "precision": (len(mine) - false_alarms) / len(mine) if len(mine) else np.nan,
+            "recall": detected / len(faults) if len(faults) else np.nan,
+            "delay_median_s": float(delays.median()) if not delays.empty else np.nan,
+            "delay_p95_s": float(delays.quantile(0.95)) if not delays.empty else np.nan,
+        })
+    return pd.DataFrame(rows, columns=list(SCORE_COLUMNS))

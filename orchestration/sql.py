@@ -1,0 +1,53 @@
+"""Loads the SQL files under `sql/` and runs them with bound parameters.
+
+SQL lives in files, one purpose each; Python only names a file and passes `$name` parameters.
+A file may hold several statements separated by `;` at the end of a line; each statement gets
+only the parameters it mentions, because DuckDB rejects unused ones.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+SQL_ROOT = Path(__file__).resolve().parent.parent / "sql"
+_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@functools.cache
+def sql_text(name: str) -> str:
+    """The text of `sql/<name>.sql`; raises FileNotFoundError naming the path."""
+    path = SQL_ROOT / f"{name}.sql"
+    if not path.is_file():
+        raise FileNotFoundError(f"no SQL file {path} (looked up as {name!r})")
+    return path.read_text()
+
+
+@functools.cache
+def statements(name: str) -> tuple[str, ...]:
+    """The statements of one SQL file, comments kept, empty ones dropped."""
+    parts = re.split(r";[ \t]*(?:--[^\n]*)?\n", sql_text(name) + "\n")
+    return tuple(p for p in (s.strip() for s in parts) if _has_code(p))
+
+
+def _has_code(statement: str) -> bool:
+    return any(line.strip() and not line.strip().startswith("--") for line in statement.splitlines())
+
+
+def run(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None):
+    """Run every statement of `sql/<name>.sql`; returns the last statement's relation/connection."""
+    params = params or {}
+    result = None
+    for stmt in statements(name):
+        used = {k: params[k] for k in set(_PARAM.findall(stmt)) if k in params}
+        result = con.execute(stmt, used) if used else con.execute(stmt)
+    return result
+
+
+def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None):
+    """Run `sql/<name>.sql` and return its (last) result as a pandas DataFrame."""
+    return run(con, name, params).df()

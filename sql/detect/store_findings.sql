@@ -1,0 +1,9 @@
+-- Replace one signal's findings and evaluation mark for one partition (inside the caller's transaction).
+DELETE FROM findings WHERE signal = $signal AND partition_start = $start;
+INSERT INTO findings BY NAME
+SELECT signal, entity_type, entity_id::VARCHAR AS entity_id, partition_start, onset, detected_at, last_seen,
+       run_id, rank::INTEGER AS rank, hosts::VARCHAR[] AS hosts, gpus::VARCHAR[] AS gpus,
+       value::DOUBLE AS value, baseline::DOUBLE AS baseline, threshold::DOUBLE AS threshold, evidence::JSON AS evidence
+FROM new_findings;
+DELETE FROM evaluations WHERE signal = $signal AND partition_start = $start;
+INSERT INTO evaluations BY NAME SELECT * FROM new_evaluations;

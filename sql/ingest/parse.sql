@@ -1,0 +1,38 @@
+-- Parse one partition's raw lines (the registered frame `raw_lines`) against a source's fields.
+-- $fields: JSON object field -> DuckDB type (from the target table); $required: field names;
+-- [$start, $end): the partition's hour. Every line comes out once, with `reason` NULL if it is
+-- good and a sentence saying what is wrong if it goes to the quarantine.
+CREATE OR REPLACE TEMP TABLE parsed AS
+WITH lines AS (
+    SELECT file::VARCHAR AS file, line::INTEGER AS line, raw::VARCHAR AS raw, complete::BOOLEAN AS complete, utf8::BOOLEAN AS utf8,
+           CASE WHEN utf8 AND json_valid(raw) THEN json_type(raw) = 'OBJECT' ELSE false END AS is_object
+    FROM raw_lines
+), typed AS (
+    SELECT *,
+           CASE WHEN is_object THEN json_transform(raw, $fields) END AS rec,
+           CASE WHEN is_object THEN TRY_CAST(raw ->> 'time' AS TIMESTAMPTZ) AT TIME ZONE 'UTC' END AS ts
+    FROM lines
+), judged AS (
+    SELECT *,
+           CASE WHEN is_object THEN list_filter(
+               $required, k -> coalesce(json_type(raw, '$.' || k), 'NULL') = 'NULL') END AS missing,
+           CASE WHEN is_object THEN list_filter(
+               json_keys($fields),
+               k -> k <> 'time'
+                    AND coalesce(json_type(raw, '$.' || k), 'NULL') <> 'NULL'
+                    AND coalesce(json_type(to_json(rec), '$.' || k), 'NULL') = 'NULL') END AS mistyped
+    FROM typed
+)
+SELECT file, line, raw, rec, ts AS time,
+       CASE
+           WHEN NOT utf8 THEN 'not valid UTF-8'
+           WHEN NOT complete AND NOT json_valid(raw) THEN 'truncated: last line has no newline and is not valid JSON'
+           WHEN NOT json_valid(raw) THEN 'not valid JSON'
+           WHEN NOT is_object THEN 'not a JSON object'
+           WHEN len(missing) > 0 THEN 'missing required field(s): ' || array_to_string(missing, ', ')
+           WHEN len(mistyped) > 0 THEN 'wrong type for field(s): ' || array_to_string(
+               list_transform(mistyped, k -> k || ' (expected ' || ($fields ->> k) || ')'), ', ')
+           WHEN ts IS NULL THEN 'time is not an ISO-8601 timestamp'
+           WHEN ts < $start OR ts >= $end THEN 'time ' || strftime(ts, '%Y-%m-%dT%H:%M:%S') || ' is outside the file''s hour bucket'
+       END AS reason
+FROM judged;

@@ -1,0 +1,112 @@
+"""The whole path on the small scenario: raw zone -> ingest -> check -> findings -> incidents -> alert."""
+
+import json
+
+import dagster as dg
+import pandas as pd
+import pytest
+
+from assets.incidents import incidents
+from assets.ingest import ingest_assets
+from checks.asset_checks import signal_checks
+from orchestration.scoring import load_truth, score
+from orchestration.sensors import incident_alerts
+
+HOURS = ("2026-11-30-00:00", "2026-11-30-01:00")
+
+
+def process(resources, instance, hours=HOURS):
+    for key in hours:
+        result = dg.materialize([*ingest_assets], selection=None, resources=resources, partition_key=key,
+                                instance=instance, asset_checks=signal_checks) if False else dg.materialize(
+            [*ingest_assets, *signal_checks], resources=resources, partition_key=key, instance=instance)
+        assert result.success
+    assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources, instance=instance).success
+
+
+def read(resources, query):
+    with resources["warehouse"].connect(read_only=True) as con:
+        return con.execute(query).df()
+
+
+def test_small_scenario_yields_exactly_the_hang_incident_with_lineage(small_home, resources, instance):
+    process(resources, instance)
+    found = read(resources, "SELECT * FROM incidents")
+    assert len(found) == 1
+    inc = found.iloc[0]
+    truth = load_truth(small_home / "ground_truth.jsonl").iloc[0]
+    assert (inc["signal"], inc["tier"], inc["owner"], inc["entity_type"]) == ("busy_not_progressing", "SEV1", "platform", "run")
+    assert inc["run_id"] == inc["entity_id"] == "llm-small" and truth["entity"] == "run:llm-small"
+    assert list(inc["hosts"]) == ["node-0"] and list(inc["gpus"]) == ["node-0:0", "node-0:1"]
+    # onset is the last completed step: within one step of the injected onset
+    assert abs((inc["onset"] - truth["onset"]).total_seconds()) <= 5
+    assert pd.Timedelta(minutes=5) <= inc["opened"] - truth["onset"] <= pd.Timedelta(minutes=7)
+    assert abs((inc["last_seen"] - truth["end"]).total_seconds()) <= 120
+    assert inc["status"] == "resolved"
+    # lineage: the last checkpoint saved before the hang
+    last_ckpt = read(resources, f"""SELECT checkpoint_path FROM lineage_events WHERE event = 'checkpoint_saved'
+                                   AND time <= TIMESTAMP '{inc['onset']}' ORDER BY time DESC LIMIT 1""").iloc[0, 0]
+    assert inc["checkpoint"] == last_ckpt
+    assert inc["gpu_hours_at_risk"] == pytest.approx(2 * 20 / 60, rel=0.1)
+    assert "llm-small" in inc["playbook"] and "{" not in inc["playbook"]
+    table = score(load_truth(small_home / "ground_truth.jsonl"), found).set_index("fault_type")
+    assert table.loc["hang", "recall"] == 1.0 and table.loc["hang", "false_alarms"] == 0
+
+
+def test_check_reports_evidence_and_folding_is_deterministic(small_home, resources, instance):
+    result = dg.materialize([*ingest_assets, *signal_checks], resources=resources, partition_key=HOURS[0], instance=instance)
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
+    meta = evaluation.metadata
+    assert meta["value"].value >= 300 and meta["threshold"].value == 300
+    assert "llm-small" in meta["offending"].value
+    process(resources, instance)
+    first = read(resources, "SELECT * EXCLUDE (evidence) FROM incidents ORDER BY incident_id")
+    process(resources, instance, hours=tuple(reversed(HOURS)))   # a backfill in another order
+    again = read(resources, "SELECT * EXCLUDE (evidence) FROM incidents ORDER BY incident_id")
+    pd.testing.assert_frame_equal(first, again)
+
+
+def test_healthy_hours_pass_the_check(small_home, resources, instance):
+    # the hang is 00:50-01:10; a run that only ran until 00:45 would be healthy: drop the later raw data
+    for path in (small_home / "raw").rglob("*.jsonl"):
+        if "/00/" not in str(path):
+            path.unlink()
+    result = dg.materialize([*ingest_assets, *signal_checks], resources=resources, partition_key=HOURS[0], instance=instance)
+    (evaluation,) = result.get_asset_check_evaluations()
+    # 00:50 onward is in the hour: the hang shows from 00:55; cut it by reading only up to 00:49
+    assert not evaluation.passed  # sanity: the raw hour holds the hang's start
+    for path in (small_home / "raw").rglob("*.jsonl"):
+        kept = [l for l in path.read_text().splitlines() if json.loads(l)["time"] < "2026-11-30T00:49"]
+        path.write_text("".join(l + "\n" for l in kept))
+    result = dg.materialize([*ingest_assets, *signal_checks], resources=resources, partition_key=HOURS[0], instance=instance)
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert evaluation.passed
+
+
+def test_alert_sensor_delivers_once(small_home, resources, instance):
+    process(resources, instance)
+    with dg.build_sensor_context(instance=instance, resources=resources) as context:
+        incident_alerts(context)
+        cursor = context.cursor
+    lines = (small_home / "alerts" / "alerts.jsonl").read_text().splitlines()
+    delivered = [json.loads(l) for l in lines]
+    assert [(a["transition"], a["tier"]) for a in delivered] == [("opened", "SEV1"), ("resolved", "SEV1")]
+    assert delivered[0]["incident_id"] == delivered[1]["incident_id"]
+    assert delivered[0]["gpus"] == ["node-0:0", "node-0:1"] and delivered[0]["playbook"].startswith("1. ")
+    # next tick, same cursor: nothing new
+    with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
+        result = incident_alerts(context)
+    assert "no new" in result.skip_message
+    # a lost cursor (sensor reset): the sink itself refuses the duplicates
+    with dg.build_sensor_context(instance=instance, resources=resources) as context:
+        incident_alerts(context)
+    assert (small_home / "alerts" / "alerts.jsonl").read_text().splitlines() == lines
+
+
+def test_alert_sensor_skips_while_the_warehouse_is_missing(tmp_path, instance):
+    from orchestration.definitions import resources_for
+
+    with dg.build_sensor_context(instance=instance, resources=resources_for(tmp_path)) as context:
+        result = incident_alerts(context)
+    assert "no warehouse" in result.skip_message

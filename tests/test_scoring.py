@@ -1,0 +1,37 @@
+"""The scorer: matching incidents to injected faults by signal, entity and time."""
+
+import pandas as pd
+
+from orchestration.scoring import score
+
+T = pd.Timestamp("2026-11-30 03:10:00")
+
+
+def incident(iid, entity="llm-a", onset=T, opened=T + pd.Timedelta("5min"), last_seen=T + pd.Timedelta("40min")):
+    return {"incident_id": iid, "signal": "busy_not_progressing", "entity_type": "run", "entity_id": entity,
+            "run_id": entity, "onset": onset, "opened": opened, "last_seen": last_seen}
+
+
+def truth(entity="run:llm-a"):
+    return pd.DataFrame([{"type": "hang", "entity": entity, "onset": T, "end": T + pd.Timedelta("40min"), "magnitude": 1.0}])
+
+
+def test_detected_with_delay_and_no_false_alarm():
+    table = score(truth(), pd.DataFrame([incident("i1")])).set_index("fault_type")
+    assert table.loc["hang", "detected"] == 1 and table.loc["hang", "false_alarms"] == 0
+    assert table.loc["hang", "delay_median_s"] == 300.0
+    assert table.loc["hang", "precision"] == 1.0 and table.loc["hang", "recall"] == 1.0
+
+
+def test_wrong_entity_or_time_is_a_miss_and_a_false_alarm():
+    far = T + pd.Timedelta("5h")
+    incidents = pd.DataFrame([incident("i1", entity="llm-b"), incident("i2", onset=far, opened=far, last_seen=far)])
+    table = score(truth(), incidents).set_index("fault_type")
+    assert table.loc["hang", "missed"] == 1 and table.loc["hang", "false_alarms"] == 2
+    assert table.loc["hang", "precision"] == 0.0
+
+
+def test_false_alarms_counted_without_any_fault():
+    empty_truth = truth().iloc[0:0]
+    table = score(empty_truth, pd.DataFrame([incident("i1")])).set_index("fault_type")
+    assert table.loc["hang", "false_alarms"] == 1 and table.loc["hang", "injected"] == 0
