@@ -102,7 +102,8 @@ def incidents_table_md(incidents: pd.DataFrame, limit: int = 20) -> str:
     lines = ["| tier | status | incident | entity | onset | last seen | GPU-hours | owner |", "|---|---|---|---|---|---|---|---|"]
     ordered = incidents.sort_values(["status", "tier", "opened"], ascending=[False, True, True]).head(limit)
     for r in ordered.itertuples():
-        lines.append(f"| {r.tier} | {r.status} | {r.title} | {r.entity_id} | {r.onset} | {r.last_seen} | {r.gpu_hours_at_risk:.2f} | {r.owner} |")
+        lines.append(f"| {r.tier} | {r.status} | {r.title} | {r.entity_id} | {r.onset} | {r.last_seen} "
+                     f"| {r.gpu_hours_at_risk:.2f} | {r.owner} |")
     return "\n".join(lines)
 
 

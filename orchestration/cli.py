@@ -117,7 +117,8 @@ def _print_incidents(incidents) -> None:
 
 
 def _print_score(table) -> None:
-    header = f"  {'fault':<12}{'injected':>9}{'detected':>9}{'missed':>7}{'false alarms':>13}{'precision':>10}{'recall':>7}{'delay p50':>10}{'delay p95':>10}"
+    header = (f"  {'fault':<12}{'injected':>9}{'detected':>9}{'missed':>7}{'false alarms':>13}"
+              f"{'precision':>10}{'recall':>7}{'delay p50':>10}{'delay p95':>10}")
     _say(header)
     for r in table.itertuples():
         _say(f"  {r.fault_type:<12}{r.injected:>9}{r.detected:>9}{r.missed:>7}{r.false_alarms:>13}"
@@ -129,10 +130,9 @@ def _secs(value: float) -> str:
 
 
 def cmd_demo(args) -> int:
+    from orchestration.home import goodput_home
     from orchestration.scoring import load_truth, score
     from simulator import load_scenario, simulate
-
-    from orchestration.home import goodput_home
 
     started = time.monotonic()
     _reset_demo_home(Path(args.home).resolve() if args.home else goodput_home())
@@ -152,8 +152,9 @@ def cmd_demo(args) -> int:
     _print_score(table)
     alerts = home / "alerts" / "alerts.jsonl"
     _say(f"\nAlerts delivered to {alerts}")
-    _say(f"Demo finished in {time.monotonic() - started:.0f}s. Browse it all with:  goodput ui --home {home}")
-    _say(f"Query it with DuckDB:  duckdb -readonly {home / 'warehouse.duckdb'}")
+    goodput = "goodput" if shutil.which("goodput") else sys.argv[0]
+    _say(f"Demo finished in {time.monotonic() - started:.0f}s. Browse it all with:  {goodput} ui --home {home}")
+    _say(f"Query it read-only from Python:  duckdb.connect('{home / 'warehouse.duckdb'}', read_only=True)")
     return 0
 
 

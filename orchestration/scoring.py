@@ -48,7 +48,8 @@ def match(truth: pd.DataFrame, incidents: pd.DataFrame, tolerance_seconds: float
             & (incidents["onset"] <= fault.end + tol)
             & (incidents["last_seen"] >= fault.onset - tol)
         ]
-        hits = hits[hits.apply(lambda inc: _entity_matches(inc, fault.entity), axis=1)] if not hits.empty else hits
+        if not hits.empty:
+            hits = hits[[_entity_matches(inc, fault.entity) for _, inc in hits.iterrows()]]
         first = hits["opened"].min() if not hits.empty else pd.NaT
         rows.append({
             "type": fault.type, "entity": fault.entity, "onset": fault.onset, "end": fault.end,

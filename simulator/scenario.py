@@ -541,7 +541,7 @@ def _check_gpu_sharing(p: _Parser, scenario: Scenario) -> None:
             holders.setdefault(gpu, []).append((start, end, i))
     for (host, gpu), spans in sorted(holders.items()):
         spans.sort()
-        for (s0, e0, i0), (s1, _e1, i1) in zip(spans, spans[1:]):
+        for (_s0, e0, i0), (s1, _e1, i1) in zip(spans, spans[1:]):
             if s1 < e0:
                 a, b = scenario.runs[i0].id, scenario.runs[i1].id
                 raise p.fail(f"runs[{i1}].start",

@@ -250,10 +250,10 @@ def _gpu_sample_lines(scenario: Scenario, host: int, timelines: list[_Timeline])
             startup_frac[held] = np.clip((t[held] - tl.start) / (tl.first_step - tl.start), 0, 1)
 
         # Draw every series for every sample so the stream does not depend on the states.
-        def u(lo: float, hi: float) -> np.ndarray:
+        def u(lo: float, hi: float, rng=rng, n=n) -> np.ndarray:
             return rng.uniform(lo, hi, n)
 
-        def z(mu: float, sd: float) -> np.ndarray:
+        def z(mu: float, sd: float, rng=rng, n=n) -> np.ndarray:
             return rng.normal(mu, sd, n)
 
         idle_power = rng.uniform(62.0, 72.0) + z(0.0, 1.0)

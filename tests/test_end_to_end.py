@@ -17,9 +17,7 @@ HOURS = ("2026-11-30-00:00", "2026-11-30-01:00")
 
 def process(resources, instance, hours=HOURS):
     for key in hours:
-        result = dg.materialize([*ingest_assets], selection=None, resources=resources, partition_key=key,
-                                instance=instance, asset_checks=signal_checks) if False else dg.materialize(
-            [*ingest_assets, *signal_checks], resources=resources, partition_key=key, instance=instance)
+        result = dg.materialize([*ingest_assets, *signal_checks], resources=resources, partition_key=key, instance=instance)
         assert result.success
     assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources, instance=instance).success
 
@@ -77,8 +75,8 @@ def test_healthy_hours_pass_the_check(small_home, resources, instance):
     # 00:50 onward is in the hour: the hang shows from 00:55; cut it by reading only up to 00:49
     assert not evaluation.passed  # sanity: the raw hour holds the hang's start
     for path in (small_home / "raw").rglob("*.jsonl"):
-        kept = [l for l in path.read_text().splitlines() if json.loads(l)["time"] < "2026-11-30T00:49"]
-        path.write_text("".join(l + "\n" for l in kept))
+        kept = [line for line in path.read_text().splitlines() if json.loads(line)["time"] < "2026-11-30T00:49"]
+        path.write_text("".join(line + "\n" for line in kept))
     result = dg.materialize([*ingest_assets, *signal_checks], resources=resources, partition_key=HOURS[0], instance=instance)
     (evaluation,) = result.get_asset_check_evaluations()
     assert evaluation.passed
@@ -90,7 +88,7 @@ def test_alert_sensor_delivers_once(small_home, resources, instance):
         incident_alerts(context)
         cursor = context.cursor
     lines = (small_home / "alerts" / "alerts.jsonl").read_text().splitlines()
-    delivered = [json.loads(l) for l in lines]
+    delivered = [json.loads(line) for line in lines]
     assert [(a["transition"], a["tier"]) for a in delivered] == [("opened", "SEV1"), ("resolved", "SEV1")]
     assert delivered[0]["incident_id"] == delivered[1]["incident_id"]
     assert delivered[0]["gpus"] == ["node-0:0", "node-0:1"] and delivered[0]["playbook"].startswith("1. ")
