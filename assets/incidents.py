@@ -15,7 +15,7 @@ import pandas as pd
 import checks.signals  # noqa: F401  (registers the signals)
 from checks.registry import REGISTRY
 from orchestration import sql
-from orchestration.warehouse import POOL, WarehouseResource
+from orchestration.warehouse import POOL, WarehouseResource, transaction
 
 INCIDENT_COLUMNS = (
     "incident_id", "signal", "family", "tier", "status", "title", "onset", "opened", "last_seen", "resolved",
@@ -126,16 +126,8 @@ def incidents(context: dg.AssetExecutionContext, config: IncidentsConfig, wareho
         findings = sql.frame(con, "incidents/findings")
         watermarks = dict(sql.run(con, "incidents/watermarks").fetchall())
         folded = fold(findings, {k: pd.Timestamp(v) for k, v in watermarks.items()}, config.resolve_after_seconds)
-        con.register("new_incidents", folded)
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(con, new_incidents=folded):
             sql.run(con, "incidents/replace")
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
-        finally:
-            con.unregister("new_incidents")
     open_ = folded[folded["status"] == "open"]
     context.log.info(f"{len(folded)} incident(s), {len(open_)} open, from {len(findings)} finding(s)")
     return dg.MaterializeResult(

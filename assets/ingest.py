@@ -19,7 +19,7 @@ import pandas as pd
 from orchestration import sql
 from orchestration.partitions import hourly
 from orchestration.raw_zone import RawZoneResource, read_lines
-from orchestration.warehouse import POOL, WarehouseResource
+from orchestration.warehouse import POOL, WarehouseResource, transaction
 
 
 @dataclass(frozen=True)
@@ -72,10 +72,7 @@ def ingest_partition(
         "end": end,
         "source": source.folder,
     }
-    con.register("raw_lines", lines)
-    con.register("file_stats", file_stats)
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con, raw_lines=lines, file_stats=file_stats):
         sql.run(con, "ingest/parse", params)
         sql.run(con, f"ingest/{source.table}", params)
         sql.run(con, "ingest/quarantine", params)
@@ -86,13 +83,6 @@ def ingest_partition(
             "SELECT reason, count(*) AS n FROM parsed WHERE reason IS NOT NULL GROUP BY reason ORDER BY n DESC, reason LIMIT 10"
         ).fetchall()
         con.execute("DROP TABLE parsed")
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
-    finally:
-        con.unregister("raw_lines")
-        con.unregister("file_stats")
     return {"files": len(files), "rows_loaded": loaded, "rows_quarantined": quarantined, "reasons": reasons}
 
 

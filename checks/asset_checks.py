@@ -17,7 +17,7 @@ import checks.signals  # noqa: F401  (registers the signals)
 from checks.registry import REGISTRY, Signal
 from orchestration import sql
 from orchestration.partitions import hourly
-from orchestration.warehouse import POOL, WarehouseResource
+from orchestration.warehouse import POOL, WarehouseResource, transaction
 
 # Partitioned asset checks are "preview" in Dagster 1.13; they are what hourly checks need.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
@@ -50,18 +50,8 @@ def evaluate(con: duckdb.DuckDBPyConnection, signal: Signal, start: datetime, en
         "entities": [int(frame[entity_col].nunique()) if entity_col and not frame.empty else 0],
         "flagged": [int(findings["entity_id"].nunique()) if not findings.empty else 0],
     })
-    con.register("new_findings", stored)
-    con.register("new_evaluations", marks)
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con, new_findings=stored, new_evaluations=marks):
         sql.run(con, "detect/store_findings", {"signal": signal.name, "start": start})
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
-    finally:
-        con.unregister("new_findings")
-        con.unregister("new_evaluations")
     return frame, findings
 
 

@@ -65,6 +65,23 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
     return applied
 
 
+@contextlib.contextmanager
+def transaction(con: duckdb.DuckDBPyConnection, **frames) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Register `frames` as views and run the block in one transaction: all of it lands, or none."""
+    for name, frame in frames.items():
+        con.register(name, frame)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        for name in frames:
+            con.unregister(name)
+
+
 class WarehouseResource(dg.ConfigurableResource):
     """The DuckDB warehouse file. `connect()` for writers, `connect(read_only=True)` for readers."""
 
