@@ -108,3 +108,32 @@ def test_alert_sensor_skips_while_the_warehouse_is_missing(tmp_path, instance):
     with dg.build_sensor_context(instance=instance, resources=resources_for(tmp_path)) as context:
         result = incident_alerts(context)
     assert "no warehouse" in result.skip_message
+
+
+def test_quiet_on_healthy_runs_and_idle_gpus_between_runs(tmp_path, instance):
+    """Two healthy runs on one host with idle GPUs between them, checkpoints and startups: no finding."""
+    from orchestration.definitions import resources_for
+    from simulator import scenario_from_dict, simulate
+
+    loss = {"initial": 9.0, "floor": 2.1, "decay": 0.35, "noise": 0.02}
+    scenario = scenario_from_dict({
+        "name": "healthy", "seed": 3, "start": "2026-11-30T00:00:00Z", "duration": "2h",
+        "cluster": {"hosts": 1, "gpus_per_host": 2},
+        "runs": [
+            {"id": "first", "start": "2m", "duration": "40m", "hosts": [0], "step_time": "1.5s", "loss": loss,
+             "checkpoint_interval_steps": 300},
+            {"id": "second", "start": "1h10m", "duration": "45m", "hosts": [0], "step_time": "3s", "loss": loss,
+             "checkpoint_interval_steps": 200},
+        ],
+    })
+    simulate(scenario, tmp_path)
+    resources = resources_for(tmp_path)
+    for key in HOURS:
+        result = dg.materialize([*ingest_assets, *signal_checks], resources=resources, partition_key=key, instance=instance)
+        (evaluation,) = result.get_asset_check_evaluations()
+        assert evaluation.passed, evaluation.metadata
+    marks = read(resources, "SELECT sum(entities) AS runs, sum(flagged) AS flagged FROM evaluations")
+    assert marks.loc[0, "runs"] >= 2 and marks.loc[0, "flagged"] == 0
+    idle = read(resources, "SELECT count(*) AS n FROM gpu_samples WHERE run_id IS NULL AND time BETWEEN "
+                           "'2026-11-30 00:50' AND '2026-11-30 01:05'")
+    assert idle.loc[0, "n"] > 100   # the GPUs really were idle between the runs
