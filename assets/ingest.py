@@ -9,7 +9,7 @@ the previous state; one bad line never costs the good lines around it.
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 import dagster as dg
@@ -17,7 +17,7 @@ import duckdb
 import pandas as pd
 
 from orchestration import sql
-from orchestration.partitions import hourly
+from orchestration.partitions import hourly, naive_utc
 from orchestration.raw_zone import RawZoneResource, read_lines
 from orchestration.warehouse import POOL, WarehouseResource, transaction
 
@@ -42,11 +42,6 @@ SOURCES = (
 )
 
 
-def utc_naive(moment: datetime) -> datetime:
-    """DuckDB TIMESTAMP parameters are naive UTC."""
-    return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment.tzinfo else moment
-
-
 def target_fields(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
     rows = sql.run(con, "ingest/target_fields", {"table": table}).fetchall()
     return {name: kind for name, kind in rows}
@@ -56,7 +51,7 @@ def ingest_partition(
     con: duckdb.DuckDBPyConnection, source: RawSource, files: list[Path], start: datetime, end: datetime
 ) -> dict:
     """Replace [start, end) of `source.table` from `files`, atomically. Returns counts and reasons."""
-    start, end = utc_naive(start), utc_naive(end)
+    start, end = naive_utc(start), naive_utc(end)
     lines = read_lines(files)
     file_stats = pd.DataFrame(
         {

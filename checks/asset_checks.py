@@ -16,7 +16,8 @@ import pandas as pd
 import checks.signals  # noqa: F401  (registers the signals)
 from checks.registry import REGISTRY, Signal
 from orchestration import sql
-from orchestration.partitions import hourly
+from orchestration.partitions import hourly, naive_utc
+from orchestration.thresholds import ThresholdsResource
 from orchestration.warehouse import POOL, WarehouseResource, transaction
 
 # Partitioned asset checks are "preview" in Dagster 1.13; they are what hourly checks need.
@@ -26,23 +27,21 @@ SEVERITY = {"SEV1": dg.AssetCheckSeverity.ERROR, "SEV2": dg.AssetCheckSeverity.W
 MAX_LISTED = 20
 
 
-def _naive(moment: datetime) -> datetime:
-    return pd.Timestamp(moment).tz_convert("UTC").tz_localize(None).to_pydatetime()
-
-
-def evaluate(con: duckdb.DuckDBPyConnection, signal: Signal, start: datetime, end: datetime) -> tuple[pd.DataFrame, pd.DataFrame]:
+def evaluate(
+    con: duckdb.DuckDBPyConnection, signal: Signal, start: datetime, end: datetime, thresholds: dict | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run `signal` over [start, end) and store its findings; returns (series frame, findings)."""
-    start, end = _naive(start), _naive(end)
-    params = {"start": start, "end": end, **signal.thresholds}
-    frame = sql.frame(con, signal.query, params)
-    findings = signal.detector(frame, signal.thresholds)
+    start, end = naive_utc(start), naive_utc(end)
+    thresholds = dict(signal.thresholds) if thresholds is None else thresholds
+    frame = sql.frame(con, signal.query, {"start": start, "end": end, **thresholds})
+    findings = signal.detector(frame, thresholds)
     stored = findings.assign(
         signal=signal.name,
         entity_type=signal.entity,
         partition_start=start,
         evidence=findings["evidence"].map(lambda e: json.dumps(e, sort_keys=True, default=str)),
     )
-    entity_col = "run_id" if "run_id" in frame.columns else None
+    entity_col = signal.entity_column if signal.entity_column in frame.columns else None
     marks = pd.DataFrame({
         "signal": [signal.name],
         "partition_start": [start],
@@ -55,17 +54,17 @@ def evaluate(con: duckdb.DuckDBPyConnection, signal: Signal, start: datetime, en
     return frame, findings
 
 
-def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame) -> dg.AssetCheckResult:
+def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, thresholds: dict) -> dg.AssetCheckResult:
     """Pass/fail with the evidence: value, baseline, threshold, window, offending entities."""
     metadata: dict = {
         "signal": signal.name,
         "tier": signal.tier,
         "owner": signal.owner,
-        "entities_evaluated": int(frame["run_id"].nunique()) if "run_id" in frame.columns else 0,
+        "entities_evaluated": int(frame[signal.entity_column].nunique()) if signal.entity_column in frame.columns else 0,
         "window": dg.MetadataValue.text(
             f"{frame['tick'].min()} .. {frame['tick'].max()}" if "tick" in frame.columns and not frame.empty else "no data"
         ),
-        "thresholds": dg.MetadataValue.json(dict(signal.thresholds)),
+        "thresholds": dg.MetadataValue.json(thresholds),
     }
     if not findings.empty:
         shown = findings.head(MAX_LISTED)
@@ -108,11 +107,14 @@ def build_check(signal: Signal) -> dg.AssetChecksDefinition:
         blocking=False,
         metadata={"family": signal.family, "entity": signal.entity, "tier": signal.tier, "owner": signal.owner},
     )
-    def _check(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    def _check(
+        context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource, thresholds: ThresholdsResource
+    ) -> dg.AssetCheckResult:
         window = context.partition_time_window
+        chosen = thresholds.for_signal(signal.name, signal.thresholds)
         with warehouse.connect() as con:
-            frame, findings = evaluate(con, signal, window.start, window.end)
-        return check_result(signal, frame, findings)
+            frame, findings = evaluate(con, signal, window.start, window.end, chosen)
+        return check_result(signal, frame, findings, chosen)
 
     return _check
 

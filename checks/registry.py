@@ -30,7 +30,7 @@ FINDING_COLUMNS = (
     "value", "baseline", "threshold", "evidence",
 )
 
-PLAYBOOKS_FILE = Path(__file__).with_name("playbooks.yaml")
+PLAYBOOKS_DIR = Path(__file__).with_name("playbooks")   # one YAML file per family, one entry per signal
 
 
 @dataclass(frozen=True)
@@ -68,10 +68,11 @@ class Signal:
     description: str
     asset: str                      # the asset whose check this is
     inputs: tuple[str, ...]         # other assets the detector reads
-    query: str                      # sql/<query>.sql builds the detector's frame
+    query: str                      # sql/<query>.sql builds the detector's frame (with a `tick` column)
     detector: Detector
     thresholds: Mapping[str, float] = field(default_factory=dict)
     fault_types: tuple[str, ...] = ()   # simulator fault types this signal is meant to catch
+    entity_column: str = "run_id"       # the frame column naming the entities evaluated
 
     def __post_init__(self):
         for value, allowed, what in (
@@ -117,12 +118,14 @@ class SignalRegistry:
 
 @functools.cache
 def playbooks() -> Mapping[str, Playbook]:
-    """The playbook catalogue (`checks/playbooks.yaml`), by signal name."""
-    raw = yaml.safe_load(PLAYBOOKS_FILE.read_text()) or {}
-    return MappingProxyType({
-        name: Playbook(tuple(entry["steps"]), entry["responder"], tuple(entry["escalation"]))
-        for name, entry in raw.items()
-    })
+    """The playbook catalogue (`checks/playbooks/*.yaml`), by signal name; a name twice raises."""
+    catalogue: dict[str, Playbook] = {}
+    for path in sorted(PLAYBOOKS_DIR.glob("*.yaml")):
+        for name, entry in (yaml.safe_load(path.read_text()) or {}).items():
+            if name in catalogue:
+                raise ValueError(f"{path}: playbook {name!r} is defined twice in checks/playbooks/")
+            catalogue[name] = Playbook(tuple(entry["steps"]), entry["responder"], tuple(entry["escalation"]))
+    return MappingProxyType(catalogue)
 
 
 REGISTRY = SignalRegistry()

@@ -1,4 +1,8 @@
-"""The signals Goodput knows, registered once. Each names its SQL, its detector and its defaults."""
+"""The signals Goodput knows, registered once. Each names its SQL, its detector and its defaults.
+
+Importing this module registers every signal: the skeleton's here, the rest by family in
+checks/signals_<family>.py (imported at the bottom).
+"""
 
 from checks import detectors
 from checks.registry import REGISTRY, Signal
@@ -27,3 +31,6 @@ REGISTRY.register(Signal(
     },
     fault_types=("hang",),
 ))
+
+# The families' modules register on import; keep this at the bottom (they may use the above).
+from checks import signals_distributed, signals_gpu, signals_training  # noqa: E402, F401

@@ -28,7 +28,7 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
-def _use_home(home: str | None) -> Path:
+def use_home(home: str | None) -> Path:
     """Resolve GOODPUT_HOME (flag, then environment, then ./.goodput) and point Dagster at it."""
     from orchestration.home import ensure_instance, goodput_home
 
@@ -136,7 +136,7 @@ def cmd_demo(args) -> int:
 
     started = time.monotonic()
     _reset_demo_home(Path(args.home).resolve() if args.home else goodput_home())
-    home = _use_home(args.home)
+    home = use_home(args.home)
     scenario = load_scenario(Path(args.scenario))
     summary = simulate(scenario, home)
     _say(f"1/3 simulated {scenario.name}: {summary['files']} raw files, "
@@ -161,7 +161,7 @@ def cmd_demo(args) -> int:
 def cmd_score(args) -> int:
     from orchestration.scoring import load_truth, score
 
-    home = _use_home(args.home)
+    home = use_home(args.home)
     truth_path = Path(args.truth) if args.truth else home / "ground_truth.jsonl"
     if not truth_path.exists():
         raise CliError(f"no ground truth at {truth_path}: pass --truth FILE (written by `goodput simulate`)")
@@ -171,7 +171,7 @@ def cmd_score(args) -> int:
 
 
 def cmd_ui(args) -> int:
-    home = _use_home(args.home)
+    home = use_home(args.home)
     dagster = Path(sys.executable).with_name("dagster")
     command = [str(dagster) if dagster.exists() else "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"),
                "-h", args.host, "-p", str(args.port)]
@@ -216,6 +216,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=3000)
     p.set_defaults(func=cmd_ui)
+
+    from orchestration.commands import add_all
+
+    add_all(sub)
     return parser
 
 

@@ -1,5 +1,7 @@
 """The one entry point: Goodput's Dagster Definitions (workspace.yaml points here)."""
 
+from pathlib import Path
+
 import dagster as dg
 
 import assets
@@ -10,6 +12,7 @@ from orchestration.raw_zone import RawZoneResource
 from orchestration.schedules import detect_every_5_minutes
 from orchestration.sensors import fold_incidents_after_detect, incident_alerts
 from orchestration.sinks import FileSinkResource
+from orchestration.thresholds import ThresholdsResource
 from orchestration.warehouse import WarehouseResource
 
 
@@ -17,6 +20,7 @@ def resources_for(home) -> dict:
     """The resources of one Goodput home (tests and the demo build them for their own home)."""
     return {
         "warehouse": WarehouseResource(path=str(warehouse_path(home))),
+        "thresholds": ThresholdsResource(path=str(Path(home) / "thresholds.yaml")),
         "raw_zone": RawZoneResource(root=str(raw_root(home))),
         "alert_sink": FileSinkResource(path=str(alerts_path(home))),
     }

@@ -1,15 +1,15 @@
-"""Jobs: `detect` ingests an hour and runs every signal's check on it; `fold_incidents` folds findings."""
+"""Jobs: `detect` ingests an hour, computes its baselines and runs every signal's check on it;
+`fold_incidents` folds findings into incidents."""
 
 import dagster as dg
 
-from assets.ingest import SOURCES
 from orchestration.partitions import hourly
 
 detect_job = dg.define_asset_job(
     "detect",
-    selection=dg.AssetSelection.assets(*[s.table for s in SOURCES]),
+    selection=dg.AssetSelection.groups("ingest", "baselines"),
     partitions_def=hourly,
-    description="Ingest one hour of the raw zone and run every signal's asset check on it.",
+    description="Ingest one hour of the raw zone, compute its baselines and run every signal's asset check on it.",
 )
 
 incidents_job = dg.define_asset_job(

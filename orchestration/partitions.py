@@ -14,3 +14,14 @@ def hour_keys(start, end) -> list[str]:
     """Partition keys of every hour that overlaps [start, end)."""
     first = pd.Timestamp(start).tz_convert("UTC").floor("h")
     return [t.strftime(HOUR_KEY) for t in pd.date_range(first, pd.Timestamp(end).tz_convert("UTC"), freq="h", inclusive="left")]
+
+
+def naive_utc(moment) -> "pd.Timestamp":
+    """A moment as the naive UTC datetime DuckDB TIMESTAMP parameters expect."""
+    stamp = pd.Timestamp(moment)
+    return (stamp.tz_convert("UTC").tz_localize(None) if stamp.tzinfo else stamp).to_pydatetime()
+
+
+def window_params(window) -> dict:
+    """`$start` / `$end` parameters for a partition's time window."""
+    return {"start": naive_utc(window.start), "end": naive_utc(window.end)}

@@ -16,6 +16,7 @@ import duckdb
 
 SQL_ROOT = Path(__file__).resolve().parent.parent / "sql"
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+_COMMENT = re.compile(r"--[^\n]*")
 
 
 @functools.cache
@@ -43,7 +44,8 @@ def run(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None
     params = params or {}
     result = None
     for stmt in statements(name):
-        used = {k: params[k] for k in set(_PARAM.findall(stmt)) if k in params}
+        mentioned = set(_PARAM.findall(_COMMENT.sub("", stmt)))
+        used = {k: params[k] for k in mentioned if k in params}
         result = con.execute(stmt, used) if used else con.execute(stmt)
     return result
 

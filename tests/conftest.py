@@ -28,3 +28,19 @@ def resources(small_home):
 def instance():
     with dg.instance_for_test() as inst:
         yield inst
+
+
+def run_detect(home: Path, partition_key: str, instance) -> dg.ExecuteInProcessResult:
+    """Run the real `detect` job (ingest, baselines, every signal's check) on one hour of `home`."""
+    from orchestration.definitions import build_definitions
+
+    result = build_definitions(home).resolve_job_def("detect").execute_in_process(
+        partition_key=partition_key, instance=instance, raise_on_error=True)
+    assert result.success
+    return result
+
+
+def check_evaluation(result: dg.ExecuteInProcessResult, name: str):
+    """The evaluation of check `name` in a run's result."""
+    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == name]
+    return evaluation

@@ -15,13 +15,15 @@ REPO = Path(__file__).resolve().parent.parent
 def test_definitions_load_with_assets_checks_jobs_and_sensors():
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert {"gpu_samples", "training_steps", "lineage_events", "incidents"} <= keys
-    assert {c.name for c in graph.asset_check_keys} == {"busy_not_progressing"}
+    assert {"gpu_samples", "training_steps", "lineage_events", "training_baselines", "gpu_baselines", "incidents"} <= keys
+    from checks.registry import REGISTRY
+
+    assert {c.name for c in graph.asset_check_keys} == {s.name for s in REGISTRY}
     assert {"detect", "fold_incidents"} <= {j.name for j in defs.resolve_all_job_defs()}
     assert defs.resolve_sensor_def("incident_alerts") and defs.resolve_schedule_def("detect_every_5_minutes")
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
-        assert node.group_name in {"ingest", "incidents"} and node.description, key
+        assert node.group_name in {"ingest", "baselines", "incidents"} and node.description, key
         assert node.pools == {"warehouse"}, key
 
 

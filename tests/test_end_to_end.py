@@ -1,6 +1,7 @@
 """The whole path on the small scenario: raw zone -> ingest -> check -> findings -> incidents -> alert."""
 
 import json
+from pathlib import Path
 
 import dagster as dg
 import pandas as pd
@@ -8,17 +9,17 @@ import pytest
 
 from assets.incidents import incidents
 from assets.ingest import ingest_assets
-from checks.asset_checks import signal_checks
 from orchestration.scoring import load_truth, score
 from orchestration.sensors import incident_alerts
+from tests.conftest import check_evaluation, run_detect
 
 HOURS = ("2026-11-30-00:00", "2026-11-30-01:00")
 
 
 def process(resources, instance, hours=HOURS):
+    home = Path(resources["raw_zone"].root).parent
     for key in hours:
-        result = dg.materialize([*ingest_assets, *signal_checks], resources=resources, partition_key=key, instance=instance)
-        assert result.success
+        run_detect(home, key, instance)
     assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources, instance=instance).success
 
 
@@ -52,8 +53,7 @@ def test_small_scenario_yields_exactly_the_hang_incident_with_lineage(small_home
 
 
 def test_check_reports_evidence_and_folding_is_deterministic(small_home, resources, instance):
-    result = dg.materialize([*ingest_assets, *signal_checks], resources=resources, partition_key=HOURS[0], instance=instance)
-    (evaluation,) = result.get_asset_check_evaluations()
+    evaluation = check_evaluation(run_detect(small_home, HOURS[0], instance), "busy_not_progressing")
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
     meta = evaluation.metadata
     assert meta["value"].value >= 300 and meta["threshold"].value == 300
@@ -70,16 +70,13 @@ def test_healthy_hours_pass_the_check(small_home, resources, instance):
     for path in (small_home / "raw").rglob("*.jsonl"):
         if "/00/" not in str(path):
             path.unlink()
-    result = dg.materialize([*ingest_assets, *signal_checks], resources=resources, partition_key=HOURS[0], instance=instance)
-    (evaluation,) = result.get_asset_check_evaluations()
+    evaluation = check_evaluation(run_detect(small_home, HOURS[0], instance), "busy_not_progressing")
     # 00:50 onward is in the hour: the hang shows from 00:55; cut it by reading only up to 00:49
     assert not evaluation.passed  # sanity: the raw hour holds the hang's start
     for path in (small_home / "raw").rglob("*.jsonl"):
         kept = [line for line in path.read_text().splitlines() if json.loads(line)["time"] < "2026-11-30T00:49"]
         path.write_text("".join(line + "\n" for line in kept))
-    result = dg.materialize([*ingest_assets, *signal_checks], resources=resources, partition_key=HOURS[0], instance=instance)
-    (evaluation,) = result.get_asset_check_evaluations()
-    assert evaluation.passed
+    assert check_evaluation(run_detect(small_home, HOURS[0], instance), "busy_not_progressing").passed
 
 
 def test_alert_sensor_delivers_once(small_home, resources, instance):
@@ -129,10 +126,10 @@ def test_quiet_on_healthy_runs_and_idle_gpus_between_runs(tmp_path, instance):
     simulate(scenario, tmp_path)
     resources = resources_for(tmp_path)
     for key in HOURS:
-        result = dg.materialize([*ingest_assets, *signal_checks], resources=resources, partition_key=key, instance=instance)
-        (evaluation,) = result.get_asset_check_evaluations()
-        assert evaluation.passed, evaluation.metadata
-    marks = read(resources, "SELECT sum(entities) AS runs, sum(flagged) AS flagged FROM evaluations")
+        failed = [e.check_name for e in run_detect(tmp_path, key, instance).get_asset_check_evaluations() if not e.passed]
+        assert not failed, failed
+    marks = read(resources, "SELECT sum(entities) AS runs, sum(flagged) AS flagged FROM evaluations "
+                            "WHERE signal = 'busy_not_progressing'")
     assert marks.loc[0, "runs"] >= 2 and marks.loc[0, "flagged"] == 0
     idle = read(resources, "SELECT count(*) AS n FROM gpu_samples WHERE run_id IS NULL AND time BETWEEN "
                            "'2026-11-30 00:50' AND '2026-11-30 01:05'")

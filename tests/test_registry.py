@@ -10,7 +10,7 @@ from checks.registry import REGISTRY, Signal, SignalRegistry, playbooks
 
 def test_every_signal_has_a_playbook_with_steps_and_escalation():
     missing = [s.name for s in REGISTRY if s.name not in playbooks()]
-    assert not missing, f"signals without a playbook in checks/playbooks.yaml: {missing}"
+    assert not missing, f"signals without a playbook in checks/playbooks/*.yaml: {missing}"
     for signal in REGISTRY:
         assert len(signal.playbook.steps) >= 2 and signal.playbook.escalation
 

@@ -1,0 +1,1 @@
+"""The distributed signals, registered once (see checks/registry.py)."""

@@ -1,0 +1,1 @@
+"""The gpu signals, registered once (see checks/registry.py)."""

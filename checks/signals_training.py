@@ -1,0 +1,1 @@
+"""The training signals, registered once (see checks/registry.py)."""

@@ -1,0 +1,16 @@
+"""Subcommands of `goodput` that live in their own modules.
+
+Each module here defines `add_parser(sub)` that adds its subcommand(s) to the `goodput` parser and
+sets `func` (taking the parsed args, returning an exit status). List the module in `MODULES`.
+Expected failures raise `orchestration.cli.CliError` (one line on stderr, exit 2).
+"""
+
+import importlib
+
+MODULES: list[str] = [
+]
+
+
+def add_all(sub) -> None:
+    for name in MODULES:
+        importlib.import_module(f"orchestration.commands.{name}").add_parser(sub)
