@@ -8,6 +8,7 @@ the previous state; one bad line never costs the good lines around it.
 
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -47,6 +48,24 @@ def target_fields(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
     return {name: kind for name, kind in rows}
 
 
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+def parse_sql(fields: dict[str, str], required: list[str]) -> str:
+    """sql/ingest/parse.sql with one columnar CASE per field: a required field that is absent or
+    null, and a field present in the line whose value does not convert to the column's type.
+    (Per-row JSON lookups per field cost 30x the parse; struct field access is columnar.)"""
+    names = [*fields, *required]
+    bad = [n for n in names if not _IDENTIFIER.match(n)]
+    if bad:
+        raise ValueError(f"column names that are not plain identifiers: {bad}")
+    missing = [f"CASE WHEN txt.{n} IS NULL THEN '{n}' END" for n in required]
+    mistyped = [f"CASE WHEN txt.{n} IS NOT NULL AND rec.{n} IS NULL THEN '{n} (expected {t.replace(chr(39), '')})' END"
+                for n, t in fields.items()]
+    text = sql.sql_text("ingest/parse")
+    return text.replace("/*@missing*/", ", ".join(missing) or "NULL").replace("/*@mistyped*/", ", ".join(mistyped) or "NULL")
+
+
 def ingest_partition(
     con: duckdb.DuckDBPyConnection, source: RawSource, files: list[Path], start: datetime, end: datetime
 ) -> dict:
@@ -60,15 +79,17 @@ def ingest_partition(
             "modified_ns": pd.Series([f.stat().st_mtime_ns for f in files], dtype="int64"),
         }
     )
+    fields = target_fields(con, source.table)
+    required = [f for f in source.required if f != "time"]
     params = {
-        "fields": json.dumps(target_fields(con, source.table)),
-        "required": [f for f in source.required if f != "time"],
+        "fields": json.dumps(fields),
+        "text_fields": json.dumps({name: "VARCHAR" for name in fields}),
         "start": start,
         "end": end,
         "source": source.folder,
     }
     with transaction(con, raw_lines=lines, file_stats=file_stats):
-        sql.run(con, "ingest/parse", params)
+        sql.execute_text(con, parse_sql(fields, required), params)
         sql.run(con, f"ingest/{source.table}", params)
         sql.run(con, "ingest/quarantine", params)
         loaded, quarantined = con.execute(

@@ -31,10 +31,26 @@ def load_truth(path: Path) -> pd.DataFrame:
 
 
 def _entity_matches(incident: pd.Series, entity: str) -> bool:
+    """Whether an incident speaks of the fault's entity: the same one, or the run, rank or GPU of it.
+
+    run:R     an incident on R, or on any rank or GPU of R (its run_id is R);
+    rank:R/rank-N   an incident on that rank, or a run-level incident of R naming rank N;
+    gpu:H:G   an incident on that GPU, or on the rank running on it (its gpus list it).
+    """
     kind, _, name = entity.partition(":")
     if incident["entity_type"] == kind and incident["entity_id"] == name:
         return True
-    return kind == "run" and incident["run_id"] == name
+    if kind == "run":
+        return incident["run_id"] == name
+    if kind == "rank":
+        run, _, rank = name.rpartition("/rank-")
+        ranks = incident.get("ranks")
+        named = list(ranks) if isinstance(ranks, (list, tuple)) or hasattr(ranks, "tolist") else []
+        return incident["run_id"] == run and (str(incident.get("rank")) == rank or int(rank) in [int(r) for r in named])
+    if kind == "gpu":
+        gpus = incident.get("gpus")
+        return gpus is not None and name in list(gpus)
+    return False
 
 
 def match(truth: pd.DataFrame, incidents: pd.DataFrame, tolerance_seconds: float = 600.0) -> pd.DataFrame:

@@ -41,13 +41,21 @@ def _has_code(statement: str) -> bool:
 
 def run(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None):
     """Run every statement of `sql/<name>.sql`; returns the last statement's relation/connection."""
-    params = params or {}
     result = None
     for stmt in statements(name):
-        mentioned = set(_PARAM.findall(_COMMENT.sub("", stmt)))
-        used = {k: params[k] for k in mentioned if k in params}
-        result = con.execute(stmt, used) if used else con.execute(stmt)
+        result = _execute(con, stmt, params or {})
     return result
+
+
+def execute_text(con: duckdb.DuckDBPyConnection, statement: str, params: dict[str, Any] | None = None):
+    """Run one statement given as text (a template from `sql/` filled with schema identifiers)."""
+    return _execute(con, statement, params or {})
+
+
+def _execute(con: duckdb.DuckDBPyConnection, stmt: str, params: dict[str, Any]):
+    mentioned = set(_PARAM.findall(_COMMENT.sub("", stmt)))
+    used = {k: params[k] for k in mentioned if k in params}
+    return con.execute(stmt, used) if used else con.execute(stmt)
 
 
 def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None):

@@ -35,3 +35,19 @@ def test_false_alarms_counted_without_any_fault():
     empty_truth = truth().iloc[0:0]
     table = score(empty_truth, pd.DataFrame([incident("i1")])).set_index("fault_type")
     assert table.loc["hang", "false_alarms"] == 1 and table.loc["hang", "injected"] == 0
+
+
+def test_rank_and_gpu_faults_match_the_incidents_that_name_them():
+    from orchestration.scoring import _entity_matches
+
+    rank_incident = pd.Series({"entity_type": "rank", "entity_id": "llm-a/rank-3", "run_id": "llm-a", "rank": 3,
+                               "gpus": ["node-0:3"]})
+    run_incident = pd.Series({"entity_type": "run", "entity_id": "llm-a", "run_id": "llm-a", "rank": None,
+                              "ranks": [3, 5], "gpus": ["node-0:3", "node-0:5"]})
+    assert _entity_matches(rank_incident, "rank:llm-a/rank-3")
+    assert _entity_matches(rank_incident, "gpu:node-0:3")        # a throttled GPU shows as its rank straggling
+    assert _entity_matches(rank_incident, "run:llm-a")
+    assert _entity_matches(run_incident, "rank:llm-a/rank-5")
+    assert not _entity_matches(rank_incident, "rank:llm-a/rank-4")
+    assert not _entity_matches(rank_incident, "gpu:node-1:3")
+    assert not _entity_matches(run_incident, "rank:llm-b/rank-3")

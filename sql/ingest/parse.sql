@@ -1,7 +1,9 @@
 -- Parse one partition's raw lines (the registered frame `raw_lines`) against a source's fields.
--- $fields: JSON object field -> DuckDB type (from the target table); $required: field names;
--- [$start, $end): the partition's hour. Every line comes out once, with `reason` NULL if it is
--- good and a sentence saying what is wrong if it goes to the quarantine.
+-- $fields: JSON object field -> DuckDB type (from the target table); $text_fields: the same fields
+-- as VARCHAR (what the line holds, typed or not); [$start, $end): the partition's hour. Every line
+-- comes out once, with `reason` NULL if it is good and a sentence saying what is wrong if it goes
+-- to the quarantine. The two /*@...*/ markers are filled by assets/ingest.py with one columnar
+-- CASE per field of the target table (identifiers from the schema, never from the data).
 CREATE OR REPLACE TEMP TABLE parsed AS
 WITH lines AS (
     SELECT file::VARCHAR AS file, line::INTEGER AS line, raw::VARCHAR AS raw, complete::BOOLEAN AS complete, utf8::BOOLEAN AS utf8,
@@ -10,17 +12,14 @@ WITH lines AS (
 ), typed AS (
     SELECT *,
            CASE WHEN is_object THEN json_transform(raw, $fields) END AS rec,
+           CASE WHEN is_object THEN json_transform(raw, $text_fields) END AS txt,
+           CASE WHEN is_object THEN json_transform(raw, $text_fields) END AS txt,
            CASE WHEN is_object THEN TRY_CAST(raw ->> 'time' AS TIMESTAMPTZ) AT TIME ZONE 'UTC' END AS ts
     FROM lines
 ), judged AS (
     SELECT *,
-           CASE WHEN is_object THEN list_filter(
-               $required, k -> coalesce(json_type(raw, '$.' || k), 'NULL') = 'NULL') END AS missing,
-           CASE WHEN is_object THEN list_filter(
-               json_keys($fields),
-               k -> k <> 'time'
-                    AND coalesce(json_type(raw, '$.' || k), 'NULL') <> 'NULL'
-                    AND coalesce(json_type(to_json(rec), '$.' || k), 'NULL') = 'NULL') END AS mistyped
+           CASE WHEN is_object THEN concat_ws(', ', /*@missing*/) END AS missing,
+           CASE WHEN is_object THEN concat_ws(', ', /*@mistyped*/) END AS mistyped
     FROM typed
 )
 SELECT file, line, raw, rec, ts AS time,
@@ -29,9 +28,8 @@ SELECT file, line, raw, rec, ts AS time,
            WHEN NOT complete AND NOT json_valid(raw) THEN 'truncated: last line has no newline and is not valid JSON'
            WHEN NOT json_valid(raw) THEN 'not valid JSON'
            WHEN NOT is_object THEN 'not a JSON object'
-           WHEN len(missing) > 0 THEN 'missing required field(s): ' || array_to_string(missing, ', ')
-           WHEN len(mistyped) > 0 THEN 'wrong type for field(s): ' || array_to_string(
-               list_transform(mistyped, k -> k || ' (expected ' || ($fields ->> k) || ')'), ', ')
+           WHEN missing <> '' THEN 'missing required field(s): ' || missing
+           WHEN mistyped <> '' THEN 'wrong type for field(s): ' || mistyped
            WHEN ts IS NULL THEN 'time is not an ISO-8601 timestamp'
            WHEN ts < $start OR ts >= $end THEN 'time ' || strftime(ts, '%Y-%m-%dT%H:%M:%S') || ' is outside the file''s hour bucket'
        END AS reason

@@ -1,0 +1,106 @@
+"""Benchmark one scheduled tick: ingest, baselines and every signal's check on one hour of a scenario.
+
+    python bench/bench_tick.py --scenario bench/scenarios/scale_1024.yaml [--hour 2026-11-30T00:00] [--out FILE]
+
+Simulates the scenario (unless --home already holds it), then times each stage on the chosen hour
+the way the `detect` job runs it (same functions, same SQL, one fresh warehouse), plus DuckDB's
+own `read_json` + INSERT of the same raw files as the reference for ingest speed. Peak memory is
+the process's max RSS (it includes DuckDB's native memory). Prints a markdown table.
+"""
+
+import argparse
+import json
+import platform
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import checks.signals  # noqa: E402,F401
+from assets.ingest import SOURCES, ingest_partition  # noqa: E402
+from checks.asset_checks import evaluate  # noqa: E402
+from checks.registry import REGISTRY  # noqa: E402
+from orchestration import sql  # noqa: E402
+from orchestration.raw_zone import RawZoneResource  # noqa: E402
+from orchestration.warehouse import WarehouseResource, transaction  # noqa: E402
+from simulator import load_scenario, simulate  # noqa: E402
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def timed(rows: list, stage: str, fn):
+    t0 = time.perf_counter()
+    out = fn()
+    rows.append({"stage": stage, "seconds": round(time.perf_counter() - t0, 3), "peak_rss_mib": round(peak_rss_mib())})
+    return out
+
+
+def duckdb_reference(files: list[Path], warehouse: Path) -> float:
+    """Seconds for DuckDB's own read_json (schema auto-detected) + INSERT of the same files."""
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("DROP TABLE IF EXISTS ref")
+        t0 = time.perf_counter()
+        con.execute("CREATE TABLE ref AS SELECT * FROM read_json($files, format='newline_delimited')",
+                    {"files": [str(f) for f in files]})
+        return time.perf_counter() - t0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", required=True)
+    parser.add_argument("--hour", help="UTC hour to tick (default: the scenario's first full hour)")
+    parser.add_argument("--home", help="reuse a home that already holds the simulated scenario")
+    parser.add_argument("--out", help="write the results as JSON here")
+    args = parser.parse_args()
+
+    scenario = load_scenario(Path(args.scenario))
+    home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="goodput-bench-"))
+    rows: list[dict] = []
+    if not (home / "raw").exists():
+        timed(rows, "simulate (not part of a tick)", lambda: simulate(scenario, home))
+    start = pd.Timestamp(args.hour) if args.hour else pd.Timestamp(scenario.start).tz_convert("UTC").tz_localize(None)
+    end = start + pd.Timedelta(hours=1)
+    raw = RawZoneResource(root=str(home / "raw"))
+    warehouse = WarehouseResource(path=str(home / "bench.duckdb"))
+    counts = {}
+    with warehouse.connect() as con:
+        for source in SOURCES:
+            files = raw.files(source.folder, start)
+            if not files:
+                continue
+            result = timed(rows, f"ingest {source.table}", lambda s=source, f=files: ingest_partition(con, s, f, start, end))
+            counts[source.table] = result["rows_loaded"]
+            if source.table in ("gpu_samples", "training_steps"):
+                ours = rows[-1]["seconds"]
+                ref = duckdb_reference(files, home / "reference.duckdb")
+                rows.append({"stage": f"  reference read_json+INSERT {source.table}", "seconds": round(ref, 3),
+                             "peak_rss_mib": round(peak_rss_mib()), "ratio": round(ref / ours, 2)})
+        params = {"start": start.to_pydatetime(), "end": end.to_pydatetime(), "window_minutes": 30}
+        for name in ("run_minutes", "rank_minutes", "gpu_minutes"):
+            with transaction(con):
+                timed(rows, f"baseline {name}", lambda n=name: sql.run(con, f"baselines/{n}", params))
+        for signal in REGISTRY:
+            timed(rows, f"check {signal.name}", lambda s=signal: evaluate(con, s, start, end))
+    tick = sum(r["seconds"] for r in rows if not r["stage"].startswith(("simulate", "  reference")))
+    table = pd.DataFrame(rows)
+    print(f"# tick on {args.scenario}, hour {start:%Y-%m-%d %H:00} UTC")
+    print(f"machine: {platform.processor() or platform.machine()}, {platform.python_implementation()} "
+          f"{platform.python_version()}, duckdb {duckdb.__version__}, rows: {counts}")
+    print(table.fillna("").to_markdown(index=False))
+    print(f"\ntick total (ingest + baselines + checks): {tick:.1f} s, peak RSS {peak_rss_mib():.0f} MiB")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"scenario": args.scenario, "hour": str(start), "rows": rows,
+                                              "counts": counts, "tick_seconds": tick, "peak_rss_mib": peak_rss_mib()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
