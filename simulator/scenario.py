@@ -24,7 +24,9 @@ import yaml
 
 __all__ = [
     "FAULT_TYPES",
+    "NCCL_TIMEOUT",
     "Cluster",
+    "Failure",
     "Fault",
     "FaultType",
     "GpuSpec",
@@ -59,13 +61,18 @@ class FaultType:
 
     ``stalls_run``: the fault stops a run's progress for its duration, so the
     run's end shifts later by that much (used for GPU-overlap checks and
-    ``Scenario.run_window``).
+    ``Scenario.run_window``). ``kills_run``: the fault can end its run early
+    (``Scenario.failure``).
     """
 
     name: str
     target_kinds: tuple[str, ...]
     stalls_run: bool
     description: str
+    max_magnitude: float | None = None
+    needs_fp16: bool = False  # the target run must use fp16 (dynamic loss scaling)
+    needs_holder: bool = False  # a run's rank must hold the target GPU at onset
+    kills_run: bool = False  # may end the run it hits (see Scenario.failure)
 
 
 # Add new fault types here (and their effect in simulate.py).
@@ -78,8 +85,85 @@ FAULT_TYPES: dict[str, FaultType] = {
             "stuck collective (e.g. NCCL): no steps from any rank, GPUs stay busy "
             "at high utilisation but low power and no tensor activity"
         ),
+        max_magnitude=1.0,
     ),
+    # Training (target run:<id>)
+    "nan_loss": FaultType(
+        "nan_loss", ("run",), False,
+        "a share (magnitude) of steps have non-finite loss and grad norm on all ranks; "
+        "nan_iterations_total counts them", max_magnitude=1.0),
+    "loss_spike": FaultType(
+        "loss_spike", ("run",), False,
+        "loss jumps x(1 + 2*magnitude) at onset and decays back to the curve by the end; "
+        "grad norm jumps too"),
+    "loss_divergence": FaultType(
+        "loss_divergence", ("run",), False,
+        "loss grows geometrically away from the curve, reaching x(1 + 3*magnitude) at the end; "
+        "grad norm grows"),
+    "loss_plateau": FaultType(
+        "loss_plateau", ("run",), False,
+        "the run stops learning: a share (magnitude) of each step's progress along the loss curve "
+        "is lost, so the loss stays near its onset value", max_magnitude=1.0),
+    "step_time_regression": FaultType(
+        "step_time_regression", ("run",), False,
+        "data pipeline slowdown: every rank's data_seconds grows by magnitude x step time, "
+        "so step time is x(1 + magnitude) and throughput drops"),
+    "grad_norm_spike": FaultType(
+        "grad_norm_spike", ("run",), False,
+        "grad norm x(5 + 20*magnitude) for a short burst; loss mostly unaffected"),
+    "loss_scale_collapse": FaultType(
+        "loss_scale_collapse", ("run",), False,
+        "fp16 only: gradients overflow on a share (magnitude / 2) of steps, the loss scale "
+        "halves on each down to 1 and skipped_iterations_total counts the skips",
+        needs_fp16=True),
+    "memory_fragmentation": FaultType(
+        "memory_fragmentation", ("run",), False,
+        "reserved minus allocated grows by magnitude x 10 GB over the duration, inactive split "
+        "bytes grow, alloc retries come ever more often"),
+    # Distributed
+    "straggler": FaultType(
+        "straggler", ("rank",), False,
+        "one rank computes x(1 + magnitude) slower; its peers wait in the collective"),
+    "collective_regression": FaultType(
+        "collective_regression", ("run",), False,
+        "network degradation: collective_seconds x(1 + 2*magnitude) on all ranks"),
+    "rank_dropout": FaultType(
+        "rank_dropout", ("rank",), False,
+        "the rank's process dies: its GPU idles, the peers spin in the collective until the "
+        "NCCL timeout (10 min) or the fault's end, then the run fails", kills_run=True),
+    "gradient_skew": FaultType(
+        "gradient_skew", ("rank",), False,
+        "the rank's local grad norm is x(1 + magnitude) its peers' (bad data shard)"),
+    # GPU (target gpu:<host>:<index>)
+    "xid_error": FaultType(
+        "xid_error", ("gpu",), False,
+        "magnitude >= 1: XID 79 (fallen off the bus), the GPU reports nulls until the end and "
+        "the run on it dies; < 1: an application XID (13/31/43), the run goes on",
+        kills_run=True),
+    "ecc_error": FaultType(
+        "ecc_error", ("gpu",), False,
+        "round(magnitude) (at least 1) uncorrectable ECC errors, a burst of corrected ones, "
+        "rows remapped and a remap pending until the end"),
+    "row_remap_failure": FaultType(
+        "row_remap_failure", ("gpu",), False,
+        "row remapping failed (no spare rows): row_remap_failure true, remapped rows rise"),
+    "thermal_throttle": FaultType(
+        "thermal_throttle", ("gpu",), False,
+        "the GPU heats to 88-95 C, thermal throttle bits, SM clock -20..-50 %, the rank on it "
+        "slows (a straggler)", needs_holder=True),
+    "power_throttle": FaultType(
+        "power_throttle", ("gpu",), False,
+        "power capped (SW_POWER_CAP, or HW_POWER_BRAKE at magnitude >= 1), SM clock -15..-40 %, "
+        "the rank on it slows", needs_holder=True),
+    "idle_allocated": FaultType(
+        "idle_allocated", ("gpu",), False,
+        "a GPU on a run's host is allocated to the run (run_id set) but no rank uses it"),
 }
+
+# How long the surviving ranks of a run wait in a collective for a dead peer before the job
+# fails (NCCL / torch.distributed default timeout).
+NCCL_TIMEOUT = timedelta(minutes=10)
+PRECISIONS = ("bf16", "fp16")
 
 
 # --------------------------------------------------------------------------- #
@@ -119,11 +203,17 @@ class LossCurve:
 
 @dataclass(frozen=True)
 class LearningRate:
-    """Linear warmup to ``peak`` then cosine decay to ``peak * min_ratio``."""
+    """Linear warmup to ``peak`` then cosine decay to ``peak * min_ratio``.
+
+    With ``drop_at_step`` the rate is also multiplied by ``drop_factor`` from that step on
+    (a step decay, e.g. an annealing phase).
+    """
 
     peak: float = 3.0e-4
     warmup_steps: int = 200
     min_ratio: float = 0.1
+    drop_at_step: int | None = None
+    drop_factor: float = 0.3
 
 
 @dataclass(frozen=True)
@@ -143,6 +233,8 @@ class Run:
     checkpoint_bytes: int
     job: str
     dataset: str
+    eval_interval_steps: int | None = None  # evaluation pause after every N steps
+    ordinary_noise: bool = False  # warm-up noise, per-rank grad-norm jitter, fp16 scale sawtooth
 
     @property
     def end(self) -> datetime:
@@ -169,6 +261,37 @@ class Fault:
     @property
     def target_id(self) -> str:
         return self.target.split(":", 1)[1]
+
+    @property
+    def run_id(self) -> str | None:
+        """The run a ``run:`` or ``rank:`` target names."""
+        if self.target_kind == "run":
+            return self.target_id
+        if self.target_kind == "rank":
+            return self.target_id.rsplit("/rank-", 1)[0]
+        return None
+
+    @property
+    def rank(self) -> int | None:
+        return int(self.target_id.rsplit("/rank-", 1)[1]) if self.target_kind == "rank" else None
+
+    @property
+    def gpu(self) -> tuple[int, int] | None:
+        """(host index, GPU index) of a ``gpu:node-<h>:<g>`` target."""
+        if self.target_kind != "gpu":
+            return None
+        host, gpu = self.target_id.rsplit(":", 1)
+        return int(host.removeprefix("node-")), int(gpu)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A run killed by a fault: ``rank`` died at ``death``; the job failed at ``fail``."""
+
+    fault: Fault
+    rank: int
+    death: datetime
+    fail: datetime
 
 
 @dataclass(frozen=True)
@@ -204,10 +327,54 @@ class Scenario:
         )
 
     def run_window(self, run_id: str, clip: bool = True) -> tuple[datetime, datetime]:
-        """When the run holds its GPUs: start to nominal end plus stalls (clipped to the span)."""
+        """When the run holds its GPUs: start to nominal end plus stalls, or to its failure
+        (clipped to the span)."""
         run = self.run(run_id)
         end = run.end + self.stall(run_id)
+        failure = self.failure(run_id)
+        if failure is not None:
+            end = failure.fail  # nothing progresses after the rank died
         return run.start, (min(end, self.end) if clip else end)
+
+    def _stretched_window(self, run: Run) -> tuple[datetime, datetime]:
+        return run.start, run.end + self.stall(run.id)
+
+    def holder(self, gpu: tuple[int, int], at: datetime) -> tuple[Run, int] | None:
+        """The run and rank whose process uses ``gpu`` at ``at`` (ignoring failures)."""
+        for run in self.runs:
+            start, end = self._stretched_window(run)
+            if gpu in run.gpus and start <= at < end:
+                return run, run.gpus.index(gpu)
+        return None
+
+    def host_run(self, host: int, at: datetime) -> Run | None:
+        """A run that holds ``host`` (some of its GPUs) at ``at`` (ignoring failures)."""
+        for run in self.runs:
+            start, end = self._stretched_window(run)
+            if any(h == host for h, _ in run.gpus) and start <= at < end:
+                return run
+        return None
+
+    def killing_fault(self, fault: Fault) -> tuple[Run, int] | None:
+        """The run and rank a fault kills, if it kills one."""
+        if fault.type == "rank_dropout":
+            return self.run(fault.run_id), fault.rank
+        if fault.type == "xid_error" and fault.magnitude >= 1.0:
+            return self.holder(fault.gpu, fault.onset)
+        return None
+
+    def failure(self, run_id: str) -> Failure | None:
+        """The first fault that kills ``run_id``: its rank dies at the onset, and the job
+        fails when the survivors' collective times out (``NCCL_TIMEOUT``) or the fault ends."""
+        first = None
+        for fault in self.faults:
+            hit = self.killing_fault(fault)
+            if hit is None or hit[0].id != run_id:
+                continue
+            if first is None or fault.onset < first.death:
+                fail = min(fault.onset + NCCL_TIMEOUT, fault.end)
+                first = Failure(fault=fault, rank=hit[1], death=fault.onset, fail=fail)
+        return first
 
 
 def host_name(index: int) -> str:
@@ -367,12 +534,13 @@ def scenario_from_dict(data: Any, source: str = "<dict>", default_name: str = "s
     faults_raw = top.get("faults") or []
     if not isinstance(faults_raw, list):
         raise p.fail("faults", "expected a list", "write faults as a YAML list ('- type: ...')")
-    faults = tuple(_parse_fault(p, f, f"faults[{i}]", start, duration, runs)
+    faults = tuple(_parse_fault(p, f, f"faults[{i}]", start, duration, runs, cluster)
                    for i, f in enumerate(faults_raw))
 
     scenario = Scenario(name=name, seed=seed, start=start, duration=duration, cluster=cluster,
                         runs=runs, faults=faults, source=source)
     _check_stalls(p, scenario)
+    _check_fault_placement(p, scenario)
     _check_gpu_sharing(p, scenario)
     return scenario
 
@@ -404,7 +572,8 @@ def _parse_run(p: _Parser, raw: Any, field: str, scenario_start: datetime,
                scenario_duration: timedelta, cluster: Cluster) -> Run:
     r = p.mapping(raw, field, {"id", "start", "duration", "hosts", "step_time", "loss"},
                   {"ranks", "checkpoint_interval_steps", "precision", "learning_rate",
-                   "tokens_per_step", "checkpoint_bytes", "job", "dataset"})
+                   "tokens_per_step", "checkpoint_bytes", "job", "dataset",
+                   "eval_interval_steps", "ordinary_noise"})
     run_id = p.string(r["id"], f"{field}.id", _ID_RE)
     offset = p.duration(r["start"], f"{field}.start", positive=False)
     if offset >= scenario_duration:
@@ -446,17 +615,31 @@ def _parse_run(p: _Parser, raw: Any, field: str, scenario_start: datetime,
         raise p.fail(f"{lf}.floor", "floor is not below initial", "make floor < initial")
 
     precision = r.get("precision", "bf16")
-    if precision not in ("bf16", "fp16"):
+    if precision not in PRECISIONS:
         raise p.fail(f"{field}.precision", f"unknown precision {precision!r}", "use 'bf16' or 'fp16'")
 
     lrf = f"{field}.learning_rate"
-    lr_raw = p.mapping(r.get("learning_rate", {}), lrf, set(), {"peak", "warmup_steps", "min_ratio"})
+    lr_raw = p.mapping(r.get("learning_rate", {}), lrf, set(),
+                       {"peak", "warmup_steps", "min_ratio", "drop_at_step", "drop_factor"})
     d = LearningRate()
+    drop_at = lr_raw.get("drop_at_step")
     learning_rate = LearningRate(
         peak=p.number(lr_raw.get("peak", d.peak), f"{lrf}.peak", positive=True),
         warmup_steps=p.integer(lr_raw.get("warmup_steps", d.warmup_steps), f"{lrf}.warmup_steps", 0),
         min_ratio=p.number(lr_raw.get("min_ratio", d.min_ratio), f"{lrf}.min_ratio", minimum=0),
+        drop_at_step=None if drop_at is None else p.integer(drop_at, f"{lrf}.drop_at_step", 1),
+        drop_factor=p.number(lr_raw.get("drop_factor", d.drop_factor), f"{lrf}.drop_factor",
+                             positive=True),
     )
+    if learning_rate.drop_factor >= 1:
+        raise p.fail(f"{lrf}.drop_factor", "a drop factor must be below 1", "use e.g. 0.3")
+    eval_every = r.get("eval_interval_steps")
+    if eval_every is not None:
+        eval_every = p.integer(eval_every, f"{field}.eval_interval_steps", minimum=1)
+    ordinary_noise = r.get("ordinary_noise", False)
+    if not isinstance(ordinary_noise, bool):
+        raise p.fail(f"{field}.ordinary_noise", f"expected true or false, got {ordinary_noise!r}",
+                     "write true or false")
 
     return Run(
         id=run_id,
@@ -476,11 +659,19 @@ def _parse_run(p: _Parser, raw: Any, field: str, scenario_start: datetime,
                                    f"{field}.checkpoint_bytes", minimum=1 << 20),
         job=p.string(r.get("job", run_id), f"{field}.job"),
         dataset=p.string(r.get("dataset", "synthetic/web-text-v1"), f"{field}.dataset"),
+        eval_interval_steps=eval_every,
+        ordinary_noise=ordinary_noise,
     )
 
 
+_RANK_RE = re.compile(r"^(?P<run>.+)/rank-(?P<rank>\d+)$")
+_GPU_RE = re.compile(r"^node-(?P<host>\d+):(?P<gpu>\d+)$")
+_TARGET_FORMS = {"run": "'run:<run id>'", "rank": "'rank:<run id>/rank-<r>'",
+                 "gpu": "'gpu:node-<h>:<gpu index>'"}
+
+
 def _parse_fault(p: _Parser, raw: Any, field: str, scenario_start: datetime,
-                 scenario_duration: timedelta, runs: tuple[Run, ...]) -> Fault:
+                 scenario_duration: timedelta, runs: tuple[Run, ...], cluster: Cluster) -> Fault:
     f = p.mapping(raw, field, {"type", "target", "onset", "duration"}, {"magnitude"})
     ftype = f["type"]
     if ftype not in FAULT_TYPES:
@@ -489,22 +680,45 @@ def _parse_fault(p: _Parser, raw: Any, field: str, scenario_start: datetime,
     spec = FAULT_TYPES[ftype]
 
     target = p.string(f["target"], f"{field}.target")
-    kinds = ", ".join(f"'{k}:<id>'" for k in spec.target_kinds)
+    kinds = " or ".join(_TARGET_FORMS[k] for k in spec.target_kinds)
     kind, _, target_id = target.partition(":")
     if kind not in spec.target_kinds or not target_id:
         raise p.fail(f"{field}.target", f"{ftype} cannot target {target!r}", f"use {kinds}")
-    if kind == "run" and target_id not in {r.id for r in runs}:
-        known = ", ".join(sorted(r.id for r in runs)) or "(none)"
+    run_ids = {r.id: r for r in runs}
+    known = ", ".join(sorted(run_ids)) or "(none)"
+    if kind == "run" and target_id not in run_ids:
         raise p.fail(f"{field}.target", f"unknown run id {target_id!r}",
                      f"use one of the runs: {known}")
+    if kind == "rank":
+        m = _RANK_RE.match(target_id)
+        if m is None:
+            raise p.fail(f"{field}.target", f"bad rank target {target!r}", f"use {kinds}")
+        if m["run"] not in run_ids:
+            raise p.fail(f"{field}.target", f"unknown run id {m['run']!r}",
+                         f"use one of the runs: {known}")
+        ranks = run_ids[m["run"]].ranks
+        if int(m["rank"]) >= ranks or m["rank"] != str(int(m["rank"])):
+            raise p.fail(f"{field}.target", f"run {m['run']!r} has no rank {m['rank']}",
+                         f"use rank-0 .. rank-{ranks - 1}")
+    if kind == "gpu":
+        m = _GPU_RE.match(target_id)
+        if m is None:
+            raise p.fail(f"{field}.target", f"bad GPU target {target!r}", f"use {kinds}")
+        if int(m["host"]) >= cluster.hosts or int(m["gpu"]) >= cluster.gpus_per_host:
+            raise p.fail(f"{field}.target", f"GPU {target_id!r} does not exist",
+                         f"use node-0 .. node-{cluster.hosts - 1} and GPU 0 .. "
+                         f"{cluster.gpus_per_host - 1}")
+        if m["host"] != str(int(m["host"])) or m["gpu"] != str(int(m["gpu"])):
+            raise p.fail(f"{field}.target", f"bad GPU target {target!r}", "drop leading zeros")
 
     offset = p.duration(f["onset"], f"{field}.onset", positive=False)
     if offset >= scenario_duration:
         raise p.fail(f"{field}.onset", "onset is at or after the scenario ends",
                      "use an offset from the scenario start that is inside 'duration'")
     magnitude = p.number(f.get("magnitude", 1.0), f"{field}.magnitude", positive=True)
-    if ftype == "hang" and magnitude > 1:
-        raise p.fail(f"{field}.magnitude", "a hang's magnitude is at most 1.0", "use 1.0")
+    if spec.max_magnitude is not None and magnitude > spec.max_magnitude:
+        raise p.fail(f"{field}.magnitude", f"a {ftype}'s magnitude is at most {spec.max_magnitude}",
+                     f"use a value in (0, {spec.max_magnitude}]")
     return Fault(type=ftype, target=target, onset=scenario_start + offset,
                  duration=p.duration(f["duration"], f"{field}.duration"), magnitude=magnitude)
 
@@ -530,6 +744,41 @@ def _check_stalls(p: _Parser, scenario: Scenario) -> None:
                          "move the onset inside the run")
         end += fault.duration
         prev_end = fault.end
+
+
+def _check_fault_placement(p: _Parser, scenario: Scenario) -> None:
+    """Run and rank faults fall inside their run; GPU faults that act through a run find one;
+    a run is killed at most once."""
+    killed: dict[str, int] = {}
+    for i, fault in enumerate(scenario.faults):
+        spec = FAULT_TYPES[fault.type]
+        field = f"faults[{i}]"
+        if fault.run_id is not None and not spec.stalls_run:
+            run = scenario.run(fault.run_id)
+            start, end = scenario._stretched_window(run)
+            if not (start <= fault.onset < end):
+                raise p.fail(f"{field}.onset", f"onset is outside run {run.id!r} "
+                             f"({_iso(start)} to {_iso(end)})", "move the onset inside the run")
+            if spec.needs_fp16 and run.precision != "fp16":
+                raise p.fail(f"{field}.target", f"{fault.type} needs an fp16 run but {run.id!r} "
+                             f"is {run.precision}", "target an fp16 run (precision: fp16)")
+        if spec.needs_holder and scenario.holder(fault.gpu, fault.onset) is None:
+            raise p.fail(f"{field}.target", f"no run's rank uses {fault.target_id} at the onset",
+                         f"{fault.type} acts through the rank on the GPU: target a GPU of a "
+                         "running run")
+        if fault.type == "idle_allocated":
+            host, gpu = fault.gpu
+            run = scenario.host_run(host, fault.onset)
+            if run is None or (host, gpu) in run.gpus:
+                raise p.fail(f"{field}.target", f"{fault.target_id} is not a spare GPU on a "
+                             "running run's host at the onset",
+                             "target a GPU no rank uses on a host a run holds (ranks < GPUs)")
+        hit = scenario.killing_fault(fault)
+        if hit is not None:
+            if hit[0].id in killed:
+                raise p.fail(f"{field}.onset", f"run {hit[0].id!r} is already killed by "
+                             f"faults[{killed[hit[0].id]}]", "kill each run at most once")
+            killed[hit[0].id] = i
 
 
 def _check_gpu_sharing(p: _Parser, scenario: Scenario) -> None:
