@@ -29,7 +29,8 @@ REGISTRY.register(Signal(
         "util_window_seconds": 300.0,
         "lookback_seconds": 6 * 3600.0,
     },
-    fault_types=("hang",),
+    # a dead rank (or a GPU fallen off the bus) leaves its peers spinning in the collective: a stall too
+    fault_types=("hang", "rank_dropout"),
 ))
 
 # The families' modules register on import; keep this at the bottom (they may use the above).

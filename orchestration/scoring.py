@@ -34,7 +34,7 @@ def _entity_matches(incident: pd.Series, entity: str) -> bool:
     """Whether an incident speaks of the fault's entity: the same one, or the run, rank or GPU of it.
 
     run:R     an incident on R, or on any rank or GPU of R (its run_id is R);
-    rank:R/rank-N   an incident on that rank, or a run-level incident of R naming rank N;
+    rank:R/rank-N   an incident on that rank, or on the run R (a dead or slow rank shows in the whole run);
     gpu:H:G   an incident on that GPU, or on the rank running on it (its gpus list it).
     """
     kind, _, name = entity.partition(":")
@@ -43,10 +43,9 @@ def _entity_matches(incident: pd.Series, entity: str) -> bool:
     if kind == "run":
         return incident["run_id"] == name
     if kind == "rank":
-        run, _, rank = name.rpartition("/rank-")
-        ranks = incident.get("ranks")
-        named = list(ranks) if isinstance(ranks, (list, tuple)) or hasattr(ranks, "tolist") else []
-        return incident["run_id"] == run and (str(incident.get("rank")) == rank or int(rank) in [int(r) for r in named])
+        # a run-level incident of the rank's run counts: a dead rank shows as its peers stuck
+        run, _, _rank = name.rpartition("/rank-")
+        return incident["entity_type"] == "run" and incident["run_id"] == run
     if kind == "gpu":
         gpus = incident.get("gpus")
         return gpus is not None and name in list(gpus)
@@ -100,4 +99,6 @@ def score(truth: pd.DataFrame, incidents: pd.DataFrame, tolerance_seconds: float
             "delay_median_s": float(delays.median()) if not delays.empty else np.nan,
             "delay_p95_s": float(delays.quantile(0.95)) if not delays.empty else np.nan,
         })
-    return pd.DataFrame(rows, columns=list(SCORE_COLUMNS))
+    table = pd.DataFrame(rows, columns=list(SCORE_COLUMNS))
+    # a type nobody injected is worth a row only when it raised false alarms
+    return table[(table["injected"] > 0) | (table["false_alarms"] > 0)].reset_index(drop=True)

@@ -1,0 +1,307 @@
+"""Detectors of the distributed-training signals: stragglers, collective regressions, rank
+dropouts and gradient skew.
+
+Each takes its signal's per-rank (or per-run) per-minute frame from `sql/detect/<signal>.sql` and
+returns findings in `registry.FINDING_COLUMNS`. A rank is compared with the median of its peers
+(the run's other ranks that minute, itself left out, so that a two-rank run still has a fair
+reference) and with its own history; findings on a rank name its host and GPU and carry what the
+GPU layer saw on that GPU at the time (cross-layer evidence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from checks.detectors import empty_findings
+from checks.detectors_gpu import MINUTE, _num, active_stretches, findings_frame, mark_stretches, throttle_names
+
+
+def loo_median(values: pd.Series, groups: list[pd.Series]) -> pd.Series:
+    """Per row, the median of the other rows of its group (itself left out); NaN values are
+    ignored, and a row alone in its group gets NaN. Vectorised: sort once, pick by position."""
+    v = values.astype(float).to_numpy()
+    valid = ~np.isnan(v)
+    out = np.full(len(v), np.nan)
+    if not valid.any():
+        return pd.Series(out, index=values.index)
+    gid = pd.MultiIndex.from_arrays([g.to_numpy() for g in groups]).factorize()[0] if len(groups) > 1 \
+        else pd.factorize(groups[0])[0]
+    idx = np.flatnonzero(valid)
+    order = idx[np.lexsort((v[idx], gid[idx]))]
+    sv, sg = v[order], gid[order]
+    starts = np.flatnonzero(np.r_[True, sg[1:] != sg[:-1]])
+    sizes = np.diff(np.r_[starts, len(sg)])
+    group_of = np.repeat(np.arange(len(starts)), sizes)
+    start, n = starts[group_of], sizes[group_of]
+    pos = np.arange(len(sg)) - start           # the row's position within its sorted group
+    k = n - 1                                  # how many peers
+
+    def pick(h):                               # the h-th smallest peer: skip the row itself
+        h = np.clip(h, 0, None)
+        return sv[np.clip(start + h + (h >= pos), 0, len(sv) - 1)]
+
+    odd = pick((k - 1) // 2)
+    even = 0.5 * (pick(k // 2 - 1) + pick(k // 2))
+    med = np.where(k % 2 == 1, odd, even)
+    med = np.where(k == 0, np.nan, med)
+    out[order] = med
+    return pd.Series(out, index=values.index)
+
+
+def _rank_finding(stretch: pd.DataFrame, active: pd.DataFrame, value: float, baseline, threshold: float,
+                  evidence: dict, onset=None) -> dict:
+    first = active.iloc[0]
+    host = None if pd.isna(first.get("host")) else str(first["host"])
+    gpu = f"{host}:{int(first['gpu_index'])}" if host is not None and not pd.isna(first.get("gpu_index")) else None
+    return {
+        "entity_id": f"{first['run_id']}/rank-{int(first['rank'])}",
+        "onset": onset if onset is not None else stretch["tick"].iloc[0] - MINUTE,
+        "detected_at": active["tick"].iloc[0],
+        "last_seen": active["tick"].iloc[-1],
+        "run_id": first["run_id"],
+        "rank": int(first["rank"]),
+        "hosts": [host] if host else [],
+        "gpus": [gpu] if gpu else [],
+        "value": float(value),
+        "baseline": None if baseline is None or pd.isna(baseline) else float(baseline),
+        "threshold": float(threshold),
+        "evidence": {"rank": int(first["rank"]), "host": host, "gpu": gpu, "minutes": int(len(active)), **evidence},
+    }
+
+
+def _sorted(frame: pd.DataFrame, key: str) -> pd.DataFrame:
+    f = frame.copy()
+    if key == "entity_id" and "entity_id" not in f.columns:
+        f["entity_id"] = f["run_id"].astype(str) + "/rank-" + f["rank"].astype(int).astype(str)
+    return f.sort_values([key, "tick"], kind="stable").reset_index(drop=True)
+
+
+def gpu_layer(active: pd.DataFrame) -> dict:
+    """What the GPU under a rank reported over the flagged minutes (columns `gpu_*` of the frame)."""
+    if "gpu_sm_clock_hertz" not in active.columns or active["gpu_sm_clock_hertz"].isna().all():
+        return {"gpu_layer": "no GPU samples for this rank's GPU"}
+    reasons = int(np.bitwise_or.reduce(active["gpu_throttle_reasons"].fillna(0).astype(np.int64).to_numpy()))
+    names = throttle_names(reasons)
+    clock = float(active["gpu_sm_clock_hertz"].median())
+    usual = float(active["gpu_sm_clock_baseline"].dropna().iloc[0]) if active["gpu_sm_clock_baseline"].notna().any() else float("nan")
+    drop = 100 * (1 - clock / usual) if usual == usual and usual > 0 else float("nan")
+    temp = active["gpu_temperature_celsius"].max()
+    power, limit = active["gpu_power_watts"].median(), active["gpu_power_limit_watts"].max()
+    xids = sorted({int(x) for x in active["gpu_last_xid"].dropna()}) if "gpu_last_xid" in active.columns else []
+    summary = (f"{_fmt(temp)} °C, throttle reasons {'|'.join(names) or 'none'}, SM clock {_fmt(clock / 1e6)} MHz "
+               f"vs {_fmt(usual / 1e6)} MHz usual ({_fmt(-drop, '+.1f')}%), {_fmt(power)} W of {_fmt(limit)} W"
+               + (f", XID {', '.join(map(str, xids))}" if xids else ", no XID"))
+    return {
+        "gpu_layer": summary,
+        "gpu_temperature_max_celsius": _num(temp, 1),
+        "gpu_throttle_reasons": "|".join(names) or "none",
+        "gpu_sm_clock_mhz": _num(clock / 1e6, 0),
+        "gpu_sm_clock_baseline_mhz": _num(usual / 1e6, 0),
+        "gpu_clock_drop_pct": _num(drop, 1),
+        "gpu_power_watts": _num(power, 0),
+        "gpu_power_limit_watts": _num(limit, 0),
+        "gpu_last_xid": xids[-1] if xids else None,
+    }
+
+
+def _fmt(value, spec: str = ".0f") -> str:
+    return "?" if value is None or pd.isna(value) else format(float(value), spec)
+
+
+def straggler_rank(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
+    """A rank whose compute time is persistently slower than its peers' while they wait for it.
+
+    Per minute a rank is scored against the median of its peers (`min_peer_ratio`) and against its
+    own trailing baseline (`min_self_ratio` and `min_self_z` robust z over the MAD, floored at
+    `min_rel_spread` of the baseline); its peers must be waiting for it (their collective time
+    exceeds its own by at least `min_wait_share` of its extra compute). Opened after `min_minutes`
+    such minutes with `min_baseline_minutes` of history; it stays open while the rank stays slower
+    than its peers and they keep waiting (the rank's own baseline adapts to a long fault).
+    """
+    if frame.empty:
+        return empty_findings()
+    f = _sorted(frame, "entity_id")
+    by_minute = [f["run_id"], f["minute"]]
+    f["peer_compute"] = loo_median(f["compute_seconds"], by_minute)
+    f["peer_collective"] = loo_median(f["collective_seconds"], by_minute)
+    f["peer_ratio"] = f["compute_seconds"] / f["peer_compute"]
+    f["self_ratio"] = f["compute_seconds"] / f["compute_seconds_baseline"]
+    spread = np.fmax(1.4826 * f["compute_seconds_mad"].fillna(0), thresholds["min_rel_spread"] * f["compute_seconds_baseline"])
+    f["self_z"] = (f["compute_seconds"] - f["compute_seconds_baseline"]) / spread
+    extra = f["compute_seconds"] - f["peer_compute"]
+    waited = (f["peer_collective"] - f["collective_seconds"]) >= thresholds["min_wait_share"] * extra
+    waiting = waited | f["collective_seconds"].isna() | f["peer_collective"].isna()
+    sustain = f["peer_ratio"].ge(thresholds["min_peer_ratio"]) & waiting & f["steps_completed"].gt(0)
+    entry = (
+        sustain
+        & f["self_ratio"].ge(thresholds["min_self_ratio"])
+        & f["self_z"].ge(thresholds["min_self_z"])
+        & f["baseline_minutes"].ge(thresholds["min_baseline_minutes"])
+    )
+    f = mark_stretches(f, "entity_id", entry, sustain=sustain, min_minutes=thresholds["min_minutes"],
+                       max_gap_minutes=thresholds["max_gap_minutes"])
+    rows = []
+    for stretch, active in active_stretches(f):
+        entered = active.iloc[0]
+        ratio = float(active["peer_ratio"].median())
+        rows.append(_rank_finding(
+            stretch, active, value=100 * ratio, baseline=100.0, threshold=100 * thresholds["min_peer_ratio"],
+            evidence={
+                "slowdown_pct": _num(100 * (ratio - 1), 1),
+                "compute_seconds": _num(active["compute_seconds"].median(), 4),
+                "peer_compute_seconds": _num(active["peer_compute"].median(), 4),
+                "own_baseline_compute_seconds": _num(entered["compute_seconds_baseline"], 4),
+                "own_change_pct": _num(100 * (active["compute_seconds"].median() / entered["compute_seconds_baseline"] - 1), 1),
+                "collective_seconds": _num(active["collective_seconds"].median(), 4),
+                "peer_collective_seconds": _num(active["peer_collective"].median(), 4),
+                **gpu_layer(active),
+            },
+        ))
+    return findings_frame(rows)
+
+
+def collective_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
+    """A run whose collective time (median over its ranks) rises persistently above its trailing
+    baseline while compute stays flat and no rank is a compute outlier.
+
+    A straggler also lengthens its peers' collectives, but it shows as one rank computing longer
+    (`compute_outlier_ratio` = slowest rank / median rank); a network regression raises every
+    rank's collective with no compute outlier. Opened after `min_minutes` minutes at `min_rise` x
+    the baseline and a robust z of `min_z`; it stays open while the collective stays `min_rise`
+    above the lowest baseline seen in the lookback (the trailing baseline drifts up with the fault).
+    """
+    if frame.empty:
+        return empty_findings()
+    f = _sorted(frame, "run_id")
+    spread = np.fmax(1.4826 * f["collective_seconds_mad"].fillna(0), thresholds["min_rel_spread"] * f["collective_seconds_baseline"])
+    f["rise"] = f["collective_seconds"] / f["collective_seconds_baseline"]
+    f["z"] = (f["collective_seconds"] - f["collective_seconds_baseline"]) / spread
+    compute_change = (f["compute_seconds"] / f["compute_seconds_baseline"] - 1).abs()
+    clean = compute_change.le(thresholds["max_compute_change"]) & ~f["compute_outlier_ratio"].gt(thresholds["max_compute_outlier"])
+    entry = (
+        clean & f["rise"].ge(thresholds["min_rise"]) & f["z"].ge(thresholds["min_z"])
+        & f["baseline_minutes"].ge(thresholds["min_baseline_minutes"])
+    )
+    sustain = clean & (f["collective_seconds"] >= thresholds["min_rise"] * f["collective_baseline_floor"])
+    f = mark_stretches(f, "run_id", entry, sustain=sustain, min_minutes=thresholds["min_minutes"],
+                       max_gap_minutes=thresholds["max_gap_minutes"])
+    rows = []
+    for stretch, active in active_stretches(f):
+        entered = active.iloc[0]
+        usual = float(entered["collective_seconds_baseline"])
+        value = float(active["collective_seconds"].median())
+        rows.append({
+            "entity_id": entered["run_id"],
+            "onset": stretch["tick"].iloc[0] - MINUTE,
+            "detected_at": active["tick"].iloc[0],
+            "last_seen": active["tick"].iloc[-1],
+            "run_id": entered["run_id"],
+            "rank": None,
+            "hosts": sorted(set().union(*[set(h) for h in active["hosts"] if h is not None])) if "hosts" in active else [],
+            "gpus": sorted(set().union(*[set(g) for g in active["gpus"] if g is not None])) if "gpus" in active else [],
+            "value": 100 * value / usual,
+            "baseline": 100.0,
+            "threshold": 100 * thresholds["min_rise"],
+            "evidence": {
+                "collective_seconds": _num(value, 4),
+                "collective_baseline_seconds": _num(usual, 4),
+                "rise_pct": _num(100 * (value / usual - 1), 1),
+                "z": _num(active["z"].median(), 1),
+                "compute_seconds": _num(active["compute_seconds"].median(), 4),
+                "compute_baseline_seconds": _num(entered["compute_seconds_baseline"], 4),
+                "compute_outlier_ratio": _num(active["compute_outlier_ratio"].max(), 3),
+                "ranks_reporting": int(active["ranks_reporting"].max()),
+                "minutes": int(len(active)),
+            },
+        })
+    return findings_frame(rows)
+
+
+def rank_dropout(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
+    """A rank that stopped reporting steps while its peers go on, or while the run still holds its
+    peers' GPUs but no longer its own (it died: released, or its GPU fell off the bus).
+
+    Silent means no step for `min_silence_seconds` and `silence_factor` x the run's step interval.
+    In synchronous training the peers stop too (they block in the next collective), so the dead
+    rank is the one whose GPU left the run; checkpoint and evaluation pauses stop every rank but
+    keep every GPU, and a finished run releases all GPUs together, so neither qualifies. Flagged
+    after `min_minutes`; the onset is the rank's last step.
+    """
+    if frame.empty:
+        return empty_findings()
+    f = _sorted(frame, "entity_id")
+    limit = np.fmax(thresholds["min_silence_seconds"], thresholds["silence_factor"] * f["step_interval_seconds"].fillna(0))
+    silence = (f["tick"] - f["last_step_time"]).dt.total_seconds()
+    run_silence = (f["tick"] - f["run_last_step_time"]).dt.total_seconds()
+    silent = silence.ge(limit)
+    peers_go_on = run_silence.lt(limit)
+    gpu_known = f["host"].notna() & f["gpu_index"].notna()
+    gpu_gone = gpu_known & ~f["gpu_held"].fillna(False).astype(bool)
+    peers_held = (f["gpus_held"].fillna(0) - f["gpu_held"].fillna(False).astype(int)).ge(1)
+    f["silence_seconds"] = silence
+    f["limit_seconds"] = limit
+    entry = silent & (peers_go_on | (gpu_gone & peers_held))
+    f = mark_stretches(f, "entity_id", entry, min_minutes=thresholds["min_minutes"])
+    rows = []
+    for stretch, active in active_stretches(f):
+        last = active.iloc[-1]
+        samples = active["gpu_samples"].fillna(0)
+        gpu_state = ("GPU stopped reporting (fallen off the bus?)" if samples.eq(0).all()
+                     else "GPU released by the run" if active["gpu_run_id"].isna().all()
+                     else "GPU still held by the run")
+        xid = active["gpu_last_xid"].dropna()
+        rows.append(_rank_finding(
+            stretch, active, value=float(active["silence_seconds"].max()), baseline=last["step_interval_seconds"],
+            threshold=float(active["limit_seconds"].iloc[0]), onset=active["last_step_time"].iloc[0],
+            evidence={
+                "last_step_time": pd.Timestamp(active["last_step_time"].iloc[0]).isoformat(),
+                "silent_minutes": _num(active["silence_seconds"].max() / 60, 1),
+                "peers_progressing": bool(peers_go_on[active.index].any()),
+                "peer_gpus_held": int(active["gpus_held"].max() - active["gpu_held"].fillna(False).astype(int).min()),
+                "gpu_state": gpu_state,
+                "gpu_utilization_pct": _num(100 * active["gpu_utilization"].mean(), 1),
+                "gpu_last_xid": int(xid.iloc[-1]) if not xid.empty else None,
+            },
+        ))
+    return findings_frame(rows)
+
+
+def gradient_skew(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
+    """A rank whose local gradient norm stays off its peers' median by `min_ratio` (either way)
+    relative to its own usual ratio, for `min_minutes`. Needs `min_peers` peers: with only two
+    ranks one cannot say which of them is off. Stays open while the rank stays `min_ratio` off
+    its peers (its usual ratio adapts to a long skew)."""
+    if frame.empty:
+        return empty_findings()
+    f = _sorted(frame, "entity_id")
+    finite = f["grad_norm"].where(np.isfinite(f["grad_norm"].astype(float)))
+    by_minute = [f["run_id"], f["minute"]]
+    f["peer_grad_norm_loo"] = loo_median(finite, by_minute)
+    f["peers"] = finite.notna().groupby([f["run_id"], f["minute"]]).transform("sum") - finite.notna().astype(int)
+    f["ratio"] = finite / f["peer_grad_norm_loo"]
+    f["skew"] = f["ratio"] / f["grad_norm_ratio_baseline"]
+    log_limit = np.log(thresholds["min_ratio"])
+    enough = f["peers"].ge(thresholds["min_peers"]) & f["peer_grad_norm_loo"].gt(0)
+    sustain = enough & np.log(f["ratio"]).abs().ge(log_limit)
+    entry = sustain & np.log(f["skew"]).abs().ge(log_limit) & f["baseline_minutes"].ge(thresholds["min_baseline_minutes"])
+    f = mark_stretches(f, "entity_id", entry, sustain=sustain, min_minutes=thresholds["min_minutes"],
+                       max_gap_minutes=thresholds["max_gap_minutes"])
+    rows = []
+    for stretch, active in active_stretches(f):
+        ratio = float(active["ratio"].median())
+        rows.append(_rank_finding(
+            stretch, active, value=100 * ratio, baseline=100 * float(active["grad_norm_ratio_baseline"].iloc[0]),
+            threshold=100 * thresholds["min_ratio"],
+            evidence={
+                "grad_norm": _num(active["grad_norm"].median(), 4),
+                "peer_grad_norm": _num(active["peer_grad_norm_loo"].median(), 4),
+                "ratio_to_peers": _num(ratio, 3),
+                "usual_ratio": _num(active["grad_norm_ratio_baseline"].iloc[0], 3),
+                "direction": "higher" if ratio > 1 else "lower",
+                "peers": int(active["peers"].max()),
+            },
+        ))
+    return findings_frame(rows)

@@ -1,0 +1,386 @@
+"""Detectors of the GPU-hardware signals (and the stretch helpers the distributed ones share).
+
+Each takes its signal's per-GPU (or per-run) per-minute frame from `sql/detect/<signal>.sql` and
+returns findings in `registry.FINDING_COLUMNS`. Frames carry a lookback before the partition, marked
+by `in_window` = False, so persistence and onsets see across the hour boundary; only stretches that
+reach into the partition are reported. Counters (XID, ECC, remapped rows) are cumulative: the SQL
+turns them into increases against the previous reading, so a level that was already non-zero
+before the window never alarms by itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import pandas as pd
+import pynvml
+
+from checks.detectors import empty_findings
+from checks.registry import FINDING_COLUMNS
+
+MINUTE = pd.Timedelta(minutes=1)
+
+# NVML clock-event ("throttle") reason bits, named as nvidia-smi names them.
+THROTTLE_BITS = {
+    pynvml.nvmlClocksThrottleReasonGpuIdle: "GPU_IDLE",
+    pynvml.nvmlClocksThrottleReasonApplicationsClocksSetting: "APPLICATIONS_CLOCKS_SETTING",
+    pynvml.nvmlClocksThrottleReasonSwPowerCap: "SW_POWER_CAP",
+    pynvml.nvmlClocksThrottleReasonHwSlowdown: "HW_SLOWDOWN",
+    pynvml.nvmlClocksThrottleReasonSyncBoost: "SYNC_BOOST",
+    pynvml.nvmlClocksThrottleReasonSwThermalSlowdown: "SW_THERMAL_SLOWDOWN",
+    pynvml.nvmlClocksThrottleReasonHwThermalSlowdown: "HW_THERMAL_SLOWDOWN",
+    pynvml.nvmlClocksThrottleReasonHwPowerBrakeSlowdown: "HW_POWER_BRAKE_SLOWDOWN",
+    pynvml.nvmlClocksThrottleReasonDisplayClockSetting: "DISPLAY_CLOCK_SETTING",
+}
+THERMAL_BITS = pynvml.nvmlClocksThrottleReasonSwThermalSlowdown | pynvml.nvmlClocksThrottleReasonHwThermalSlowdown
+POWER_BITS = pynvml.nvmlClocksThrottleReasonSwPowerCap | pynvml.nvmlClocksThrottleReasonHwPowerBrakeSlowdown
+
+# XIDs after which the GPU (or its node) must be drained: uncontained or double-bit memory errors,
+# fallen off the bus, NVLink, GSP and micro-controller failures, row-remap failure. Others (13, 31,
+# 43, 63, ...) are mostly application faults or informational and the GPU keeps working.
+FATAL_XIDS = frozenset({48, 61, 62, 64, 74, 79, 92, 94, 95, 119, 120})
+
+
+def throttle_names(mask) -> list[str]:
+    """The NVML reason names set in a throttle-reasons bitmask (empty for 0 or missing)."""
+    if mask is None or pd.isna(mask):
+        return []
+    mask = int(mask)
+    return [name for bit, name in sorted(THROTTLE_BITS.items()) if mask & bit]
+
+
+def mark_stretches(f: pd.DataFrame, key: str, entry: pd.Series, sustain: pd.Series | None = None,
+                   min_minutes: float = 1, max_gap_minutes: float = 1) -> pd.DataFrame:
+    """Mark contiguous flagged stretches per entity, with persistence and hysteresis.
+
+    `f` must be sorted by (`key`, tick) with at most one row per entity and minute. A stretch opens
+    once `entry` has held for `min_minutes` consecutive rows and stays open while `sustain` (a
+    looser condition, e.g. one that does not lean on a baseline the fault itself drags along) keeps
+    holding. Rows more than `max_gap_minutes` apart are not consecutive (a rank's series has no rows
+    in minutes without a step, e.g. during an evaluation pause). Adds `_stretch` (an id per run of
+    sustain rows) and `_active` (flagged).
+    """
+    entry = entry.fillna(False).astype(bool)
+    sustain = entry if sustain is None else (sustain.fillna(False).astype(bool) | entry)
+    same = f[key].eq(f[key].shift()) & (f["tick"] - f["tick"].shift()).le(max_gap_minutes * MINUTE)
+    entry_run = (entry & ~(entry.shift(fill_value=False) & same)).cumsum()
+    entered = entry & (entry.astype(int).groupby(entry_run).cumsum() >= min_minutes)
+    stretch = (sustain & ~(sustain.shift(fill_value=False) & same)).cumsum()
+    active = sustain & entered.groupby(stretch).cummax()
+    return f.assign(_stretch=stretch.where(sustain, -1).to_numpy(), _active=active.to_numpy())
+
+
+def active_stretches(f: pd.DataFrame):
+    """(stretch rows, active rows) per stretch that is flagged and reaches into the partition."""
+    hits = f[f["_active"]]
+    if hits.empty:
+        return
+    in_window = hits["in_window"] if "in_window" in hits.columns else pd.Series(True, index=hits.index)
+    keep = in_window.astype(bool).groupby(hits["_stretch"]).transform("any")
+    hits = hits[keep.astype(bool)]
+    stretches = dict(tuple(f[f["_stretch"].isin(hits["_stretch"].unique())].groupby("_stretch", sort=True)))
+    for sid, active in hits.groupby("_stretch", sort=True):
+        yield stretches[sid], active
+
+
+def findings_frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=list(FINDING_COLUMNS)) if rows else empty_findings()
+
+
+def _num(value, digits: int = 2):
+    if value is None or pd.isna(value):
+        return None
+    return round(float(value), digits) if digits else int(round(float(value)))
+
+
+def _gpu_id(row) -> str:
+    return f"{row['host']}:{int(row['gpu_index'])}"
+
+
+def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
+    f = frame.copy()
+    f["entity_id"] = f["host"].astype(str) + ":" + f["gpu_index"].astype(int).astype(str)
+    return f.sort_values(["entity_id", "tick"], kind="stable").reset_index(drop=True)
+
+
+def _gpu_finding(stretch: pd.DataFrame, active: pd.DataFrame, value: float, baseline, threshold: float,
+                 evidence: dict, onset=None) -> dict:
+    first = active.iloc[0]
+    runs = sorted(set(active["run_id"].dropna()))
+    return {
+        "entity_id": first["entity_id"],
+        "onset": onset if onset is not None else stretch["tick"].iloc[0] - MINUTE,
+        "detected_at": active["tick"].iloc[0],
+        "last_seen": active["tick"].iloc[-1],
+        "run_id": runs[-1] if runs else None,
+        "rank": None,
+        "hosts": [str(first["host"])],
+        "gpus": [first["entity_id"]],
+        "value": float(value),
+        "baseline": None if baseline is None or pd.isna(baseline) else float(baseline),
+        "threshold": float(threshold),
+        "evidence": {"gpu": first["entity_id"], "gpu_uuid": first.get("gpu_uuid"), "runs": ", ".join(runs) or "none",
+                     "minutes": int(len(active)), **evidence},
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# XID, ECC, row remapping: events from cumulative counters and flags
+# ----------------------------------------------------------------------------------------------
+
+
+def _xid_detector(fatal: bool) -> Callable[[pd.DataFrame, Mapping[str, float]], pd.DataFrame]:
+    def detect(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
+        if frame.empty:
+            return empty_findings()
+        f = _prepared(frame)
+        is_fatal = f["event_xid"].isin(FATAL_XIDS)
+        entry = f["xid_increase"].fillna(0).ge(thresholds["min_xid_increase"]) & (is_fatal if fatal else ~is_fatal)
+        f = mark_stretches(f, "entity_id", entry)
+        rows = []
+        for stretch, active in active_stretches(f):
+            xids = sorted({int(x) for x in active["event_xid"].dropna()})
+            events = int(active["xid_increase"].sum())
+            rows.append(_gpu_finding(
+                stretch, active, value=events, baseline=0.0, threshold=thresholds["min_xid_increase"],
+                onset=active["event_time"].min(),
+                evidence={
+                    "xids": ", ".join(map(str, xids)) or "unknown",
+                    "xid_events": events,
+                    "first_event": active["event_time"].min().isoformat(),
+                    "xid_errors_total": int(active["xid_errors_total"].max()),
+                    "xid_class": "fatal: drain the GPU" if fatal else "non-fatal: usually the application or driver",
+                    "samples_after": int(active["samples"].iloc[-1]),
+                },
+            ))
+        return findings_frame(rows)
+
+    detect.__name__ = "gpu_xid_fatal" if fatal else "gpu_xid_error"
+    detect.__doc__ = (
+        "A GPU whose XID counter rose with a fatal XID (fallen off the bus, uncontained/double-bit ECC, "
+        "NVLink, GSP): one finding per run of minutes with new XIDs." if fatal else
+        "A GPU whose XID counter rose with a non-fatal XID (13, 31, 43, ...: application or driver faults)."
+    )
+    return detect
+
+
+gpu_xid_error = _xid_detector(fatal=False)
+gpu_xid_fatal = _xid_detector(fatal=True)
+
+
+def gpu_ecc_error(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
+    """Uncorrectable ECC errors rising, uncorrectable remapped rows rising, or a row remap turning
+    pending. Corrected errors alone never alarm: a few are normal on healthy HBM and are handled by
+    the hardware; they are reported as evidence. A GPU already in row-remap failure is left to
+    that (SEV1) signal rather than raising a second incident about the same memory."""
+    if frame.empty:
+        return empty_findings()
+    f = _prepared(frame)
+    entry = (
+        f["uncorrected_increase"].fillna(0).ge(thresholds["min_uncorrected_increase"])
+        | f["remapped_uncorrectable_increase"].fillna(0).gt(0)
+        | f["pending_raised"].fillna(False).astype(bool)
+    ) & ~f["row_remap_failure"].fillna(False).astype(bool)   # that GPU is gpu_row_remap_failure's (SEV1)
+    f = mark_stretches(f, "entity_id", entry)
+    rows = []
+    for stretch, active in active_stretches(f):
+        last = active.iloc[-1]
+        uncorrected = int(active["uncorrected_increase"].fillna(0).sum())
+        rows.append(_gpu_finding(
+            stretch, active, value=uncorrected, baseline=0.0, threshold=thresholds["min_uncorrected_increase"],
+            onset=active["event_time"].min(),
+            evidence={
+                "uncorrected_new": uncorrected,
+                "corrected_new": int(active["corrected_increase"].fillna(0).sum()),
+                "remapped_rows_uncorrectable_new": int(active["remapped_uncorrectable_increase"].fillna(0).sum()),
+                "ecc_uncorrected_errors_total": None if pd.isna(last["ecc_uncorrected_errors_total"])
+                else int(last["ecc_uncorrected_errors_total"]),
+                "row_remap_pending": bool(active["row_remap_pending"].fillna(False).any()),
+                "first_event": active["event_time"].min().isoformat(),
+            },
+        ))
+    return findings_frame(rows)
+
+
+def gpu_row_remap_failure(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
+    """A GPU reporting a row-remap failure: it ran out of spare rows and must be drained and
+    replaced. A state, not a counter: it stays flagged (and its incident open) until the GPU is
+    drained, reset or swapped."""
+    if frame.empty:
+        return empty_findings()
+    f = _prepared(frame)
+    f = mark_stretches(f, "entity_id", f["row_remap_failure"].fillna(False).astype(bool), min_minutes=thresholds["min_minutes"])
+    rows = []
+    for stretch, active in active_stretches(f):
+        rows.append(_gpu_finding(
+            stretch, active, value=len(active), baseline=0.0, threshold=thresholds["min_minutes"],
+            onset=stretch["failure_since"].min() if stretch["failure_since"].notna().any() else None,
+            evidence={
+                "failing_since": _ts(stretch["failure_since"].min()),
+                "ecc_uncorrected_errors_total": None if pd.isna(active["ecc_uncorrected_errors_total"].max())
+                else int(active["ecc_uncorrected_errors_total"].max()),
+                "remapped_rows_uncorrectable_total": None if pd.isna(active["remapped_rows_uncorrectable_total"].max())
+                else int(active["remapped_rows_uncorrectable_total"].max()),
+            },
+        ))
+    return findings_frame(rows)
+
+
+def _ts(value) -> str | None:
+    return None if value is None or pd.isna(value) else pd.Timestamp(value).isoformat()
+
+
+# ----------------------------------------------------------------------------------------------
+# Throttling: reason bits under load, with the clock down against the GPU's own baseline
+# ----------------------------------------------------------------------------------------------
+
+
+def _throttle(frame: pd.DataFrame, thresholds: Mapping[str, float], bits: int, hot: bool) -> pd.DataFrame:
+    if frame.empty:
+        return empty_findings()
+    f = _prepared(frame)
+    mask = f["throttle_reasons"].fillna(0).astype(np.int64)
+    reason = (mask & bits) != 0
+    if hot:   # exporters without reason bits: a very hot GPU still counts
+        reason = reason | f["temperature_celsius"].ge(thresholds["hot_celsius"])
+    loaded = f["utilization_ratio"].ge(thresholds["min_utilization"])
+    f["clock_ratio"] = f["sm_clock_hertz"] / f["sm_clock_baseline"]
+    history = f["baseline_minutes"].ge(thresholds["min_baseline_minutes"]) & f["sm_clock_baseline"].gt(0)
+    entry = reason & loaded & history & f["clock_ratio"].le(1.0 - thresholds["min_clock_drop"])
+    # Once open, the stretch lasts while the hardware keeps saying so: the trailing clock
+    # baseline drifts down with a long throttle and must not close it.
+    f = mark_stretches(f, "entity_id", entry, sustain=reason & loaded, min_minutes=thresholds["min_minutes"])
+    rows = []
+    for stretch, active in active_stretches(f):
+        opened = active[active["clock_ratio"].notna()]
+        clock = float(active["sm_clock_hertz"].median())
+        usual = float(opened["sm_clock_baseline"].iloc[0]) if not opened.empty else float("nan")
+        drop_pct = 100 * (1 - clock / usual) if usual == usual and usual > 0 else float("nan")
+        combined = int(np.bitwise_or.reduce(active["throttle_reasons"].fillna(0).astype(np.int64).to_numpy()))
+        rows.append(_gpu_finding(
+            stretch, active, value=drop_pct, baseline=usual, threshold=100 * thresholds["min_clock_drop"],
+            evidence={
+                "throttle_reasons": "|".join(throttle_names(combined)) or "none reported",
+                "temperature_max_celsius": _num(active["temperature_celsius"].max(), 1),
+                "sm_clock_mhz": _num(clock / 1e6, 0),
+                "sm_clock_baseline_mhz": _num(usual / 1e6, 0),
+                "clock_drop_pct": _num(drop_pct, 1),
+                "power_watts": _num(active["power_watts"].median(), 0),
+                "power_limit_watts": _num(active["power_limit_watts"].max(), 0),
+                "utilization_pct": _num(100 * active["utilization_ratio"].mean(), 1),
+            },
+        ))
+    return findings_frame(rows)
+
+
+def gpu_thermal_throttle(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
+    """A loaded GPU slowed by heat: SW/HW thermal slowdown bits (or a temperature past
+    `hot_celsius`) with its SM clock at least `min_clock_drop` below its own trailing baseline for
+    `min_minutes`; it then stays flagged while the thermal reason and the load last."""
+    return _throttle(frame, thresholds, THERMAL_BITS, hot=True)
+
+
+def gpu_power_throttle(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
+    """A loaded GPU held back by power: SW power cap or HW power brake bits with its SM clock at
+    least `min_clock_drop` below its own baseline for `min_minutes` (brief power-cap dips of a few
+    percent are how healthy GPUs run at their limit, and do not qualify)."""
+    return _throttle(frame, thresholds, POWER_BITS, hot=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# Allocation: a GPU held but idle; a run's GPUs busy without doing work
+# ----------------------------------------------------------------------------------------------
+
+
+def gpu_idle_allocated(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
+    """A GPU held by a run (its samples carry the run id) that sits idle (utilization at most
+    `max_utilization`: a CUDA context and now and then a stray kernel) for `min_minutes` while the
+    run's other GPUs are busy. Checkpoint saves and evaluation pauses idle all of a run's GPUs
+    together, and startup keeps them all low, so they do not qualify."""
+    if frame.empty:
+        return empty_findings()
+    f = _prepared(frame)
+    idle = f["run_id"].notna() & f["utilization_ratio"].le(thresholds["max_utilization"])
+    entry = idle & f["others_utilization"].ge(thresholds["min_others_utilization"]) & f["other_gpus"].ge(1)
+    # Once open it lasts while the GPU stays idle: a checkpoint save idles the others for a minute.
+    f = mark_stretches(f, "entity_id", entry, sustain=idle, min_minutes=thresholds["min_minutes"])
+    rows = []
+    for stretch, active in active_stretches(f):
+        rows.append(_gpu_finding(
+            stretch, active, value=100 * active["utilization_ratio"].mean(),
+            baseline=100 * active["others_utilization"].mean(), threshold=100 * thresholds["max_utilization"],
+            evidence={
+                "idle_minutes": int(len(stretch)),
+                "utilization_pct": _num(100 * active["utilization_ratio"].mean(), 1),
+                "others_utilization_pct": _num(100 * active["others_utilization"].mean(), 1),
+                "other_gpus": int(active["other_gpus"].max()),
+                "memory_used_gib": _num(active["memory_used_bytes"].max() / 2**30, 1),
+                "power_watts": _num(active["power_watts"].median(), 0),
+            },
+        ))
+    return findings_frame(rows)
+
+
+def gpu_busy_low_power(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
+    """A run whose GPUs look busy but do no work: utilization near 100% while power stays under
+    `max_power_ratio` of the limit and the tensor pipes idle (when profiled). That is NCCL kernels
+    spin-waiting in a collective that will not complete: a hang, or peers of a dead rank.
+
+    One finding per run (not per GPU), when at least `min_share` of the run's held GPUs spin for
+    `min_minutes`. Entering also needs the power to have fallen below `max_power_drop` of the GPU's
+    own trailing power while running, so a workload that always draws little is not flagged.
+    """
+    if frame.empty:
+        return empty_findings()
+    g = frame[frame["run_id"].notna()].copy()
+    if g.empty:
+        return empty_findings()
+    g["gpu"] = g["host"].astype(str) + ":" + g["gpu_index"].astype(int).astype(str)
+    power_ratio = g["power_watts"] / g["power_limit_watts"]
+    g["spinning"] = (
+        g["utilization_ratio"].ge(thresholds["min_utilization"])
+        & power_ratio.le(thresholds["max_power_ratio"])
+        & (g["tensor_active_ratio"].isna() | g["tensor_active_ratio"].le(thresholds["max_tensor_active"]))
+    )
+    g["dropped"] = g["spinning"] & (
+        g["power_watts_baseline"].isna() | (g["power_watts"] <= thresholds["max_power_drop"] * g["power_watts_baseline"])
+    )
+    g["power_ratio"] = power_ratio
+    per_run = g.groupby(["run_id", "tick"], sort=True).agg(
+        gpus_held=("gpu", "size"), spinning=("spinning", "sum"), dropped=("dropped", "sum"),
+        utilization=("utilization_ratio", "mean"), power_ratio=("power_ratio", "mean"),
+        tensor=("tensor_active_ratio", "mean"), in_window=("in_window", "any"),
+    ).reset_index()
+    share = per_run["spinning"] / per_run["gpus_held"]
+    sustain = share.ge(thresholds["min_share"])
+    entry = sustain & (per_run["dropped"] / per_run["gpus_held"]).ge(thresholds["min_share"])
+    f = mark_stretches(per_run, "run_id", entry, sustain=sustain, min_minutes=thresholds["min_minutes"])
+    spin = g[g["spinning"]]
+    rows = []
+    for stretch, active in active_stretches(f):
+        run_id = active["run_id"].iloc[0]
+        mine = spin[(spin["run_id"] == run_id) & spin["tick"].between(active["tick"].iloc[0], active["tick"].iloc[-1])]
+        gpus = sorted(set(mine["gpu"]))
+        rows.append({
+            "entity_id": run_id,
+            "onset": stretch["tick"].iloc[0] - MINUTE,
+            "detected_at": active["tick"].iloc[0],
+            "last_seen": active["tick"].iloc[-1],
+            "run_id": run_id,
+            "rank": None,
+            "hosts": sorted(set(mine["host"].astype(str))),
+            "gpus": gpus,
+            "value": float(100 * active["power_ratio"].mean()),
+            "baseline": None,
+            "threshold": float(100 * thresholds["max_power_ratio"]),
+            "evidence": {
+                "spinning_gpus": len(gpus),
+                "gpus_held": int(active["gpus_held"].max()),
+                "minutes": int(len(active)),
+                "utilization_pct": _num(100 * active["utilization"].mean(), 1),
+                "power_pct_of_limit": _num(100 * active["power_ratio"].mean(), 1),
+                "tensor_active_pct": _num(100 * active["tensor"].mean(), 1),
+            },
+        })
+    return findings_frame(rows)

@@ -1,0 +1,49 @@
+-- Per rank and minute in which its run holds GPUs or any of its ranks reported, from
+-- $lookback_minutes before the partition to $end (`in_window` marks the partition's minutes):
+-- when the rank and the run last completed a step, the run's step interval, whether the rank's
+-- GPU is still held by the run (and how many GPUs the run holds), and the GPU's last XID.
+WITH rm AS (
+    SELECT run_id, rank, host, gpu_index, minute, last_step_time, step_seconds
+    FROM rank_minutes
+    WHERE minute >= $start - to_minutes(CAST($lookback_minutes AS INTEGER)) AND minute < $end
+), ranks AS (
+    SELECT run_id, rank, arg_max(host, minute) AS host, arg_max(gpu_index, minute) AS gpu_index
+    FROM rm GROUP BY run_id, rank
+), gm AS (
+    SELECT host, gpu_index, minute, run_id, samples, utilization_ratio, last_xid
+    FROM gpu_minutes
+    WHERE minute >= $start - to_minutes(CAST($lookback_minutes AS INTEGER)) AND minute < $end
+), held AS (
+    SELECT run_id, minute, count(*) AS gpus_held
+    FROM gm WHERE run_id IN (SELECT run_id FROM ranks)
+    GROUP BY run_id, minute
+), active AS (
+    SELECT run_id, minute FROM held
+    UNION
+    SELECT run_id, minute FROM rm
+), run_last AS (
+    SELECT run_id, minute, max(last_step_time) AS run_last_step_time FROM rm GROUP BY run_id, minute
+), step_interval AS (
+    SELECT run_id, median(step_seconds) AS step_interval_seconds FROM rm GROUP BY run_id
+), xids AS (
+    SELECT host, gpu_index, minute, last_xid FROM gm WHERE last_xid IS NOT NULL
+), grid AS (
+    SELECT k.run_id, k.rank, k.host, k.gpu_index, a.minute
+    FROM ranks k JOIN active a USING (run_id)
+)
+SELECT g.run_id, g.rank, g.run_id || '/rank-' || g.rank AS entity_id, g.host, g.gpu_index, g.minute,
+       g.minute + INTERVAL 1 MINUTE AS tick,
+       g.minute + INTERVAL 1 MINUTE > $start AS in_window,
+       ls.last_step_time, rl.run_last_step_time, i.step_interval_seconds,
+       coalesce(h.gpus_held, 0) AS gpus_held,
+       coalesce(gpu.run_id = g.run_id, false) AS gpu_held,
+       gpu.run_id AS gpu_run_id, gpu.samples AS gpu_samples, gpu.utilization_ratio AS gpu_utilization,
+       x.last_xid AS gpu_last_xid
+FROM grid g
+ASOF LEFT JOIN rm ls ON ls.run_id = g.run_id AND ls.rank = g.rank AND ls.minute <= g.minute
+ASOF LEFT JOIN run_last rl ON rl.run_id = g.run_id AND rl.minute <= g.minute
+ASOF LEFT JOIN xids x ON x.host = g.host AND x.gpu_index = g.gpu_index AND x.minute <= g.minute
+LEFT JOIN step_interval i ON i.run_id = g.run_id
+LEFT JOIN held h ON h.run_id = g.run_id AND h.minute = g.minute
+LEFT JOIN gm gpu ON gpu.host = g.host AND gpu.gpu_index = g.gpu_index AND gpu.minute = g.minute
+ORDER BY g.run_id, g.rank, g.minute;

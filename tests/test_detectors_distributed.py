@@ -1,0 +1,267 @@
+"""Distributed detectors as pure functions on hand-made per-rank / per-run minute frames: a case
+each must flag, cases it must not (healthy noise, look-alikes from other faults) and edges (too
+little history, two-rank runs, the hour boundary)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import checks.signals  # noqa: F401
+from checks import detectors_distributed as d
+from checks.detectors_distributed import loo_median
+from checks.registry import REGISTRY
+
+T0 = pd.Timestamp("2026-11-30 10:00:00")
+
+
+def th(name, **over):
+    return {**REGISTRY.get(name).thresholds, **over}
+
+
+def rank_frame(ranks=8, minutes=60, lookback=30, changes=(), seed=0):
+    """Per rank and minute from T0 - lookback to T0 + minutes: a 2 s step (1.6 s compute, 0.35 s
+    collective, grad norm 1.0) with a little per-rank jitter; `changes` = (from, to, {col: value or
+    f(row)}, ranks) applied to minutes in [from, to)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for m in range(-lookback, minutes):
+        minute = T0 + pd.Timedelta(minutes=m)
+        for r in range(ranks):
+            row = {
+                "run_id": "run-a", "rank": r, "host": f"node-{r // 4}", "gpu_index": r % 4, "minute": minute,
+                "tick": minute + pd.Timedelta(minutes=1), "in_window": minute >= T0, "steps_completed": 30,
+                "step_seconds": 2.0, "compute_seconds": 1.6 * rng.lognormal(0, 0.003),
+                "collective_seconds": 0.35 * rng.lognormal(0, 0.02), "compute_seconds_baseline": 1.6,
+                "compute_seconds_mad": 0.004, "baseline_minutes": 30, "grad_norm": 1.0 * rng.lognormal(0, 0.02),
+                "grad_norm_ratio_baseline": 1.0, "peer_grad_norm": 1.0,
+                "gpu_temperature_celsius": 63.0, "gpu_throttle_reasons": 0, "gpu_sm_clock_hertz": 1.97e9,
+                "gpu_sm_clock_baseline": 1.97e9, "gpu_power_watts": 520.0, "gpu_power_limit_watts": 700.0,
+                "gpu_last_xid": None, "gpu_utilization": 0.96,
+                # rank_dropout columns
+                "last_step_time": minute + pd.Timedelta(seconds=59), "run_last_step_time": minute + pd.Timedelta(seconds=59),
+                "step_interval_seconds": 2.0, "gpus_held": ranks, "gpu_held": True, "gpu_run_id": "run-a", "gpu_samples": 6,
+            }
+            for start, end, values, which in changes:
+                if start <= m < end and r in which:
+                    row.update({k: (v(row) if callable(v) else v) for k, v in values.items()})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --- peers' median, the rank left out ---------------------------------------------------------
+
+def test_loo_median_leaves_the_row_out():
+    values = pd.Series([1.0, 2.0, 3.0, 10.0, 5.0, 7.0, np.nan])
+    groups = [pd.Series(["a", "a", "a", "a", "b", "b", "b"])]
+    got = loo_median(values, groups).tolist()
+    assert got[:4] == [3.0, 3.0, 2.0, 2.0]          # a: others of 1 -> {2,3,10}: 3; of 10 -> {1,2,3}: 2
+    assert got[4:6] == [7.0, 5.0] and np.isnan(got[6])
+
+
+# --- straggler ---------------------------------------------------------------------------------
+
+THROTTLED_STRAGGLER = {
+    "compute_seconds": lambda r: 1.6 * 1.3, "collective_seconds": 0.03,
+    "gpu_temperature_celsius": 93.0, "gpu_throttle_reasons": 0x40 | 0x20, "gpu_sm_clock_hertz": 1.4e9,
+}
+PEERS_WAIT = {"collective_seconds": lambda r: 0.35 + 0.48}
+
+
+def straggling(rank=3, ranks=8, start=20, end=60, **kw):
+    return rank_frame(ranks=ranks, changes=[(start, end, THROTTLED_STRAGGLER, {rank}),
+                                            (start, end, PEERS_WAIT, set(range(ranks)) - {rank})], **kw)
+
+
+def test_straggler_flags_the_slow_rank_and_cites_its_gpu():
+    found = d.straggler_rank(straggling(), th("straggler_rank"))
+    assert found["entity_id"].tolist() == ["run-a/rank-3"]
+    row = found.iloc[0]
+    assert row["hosts"] == ["node-0"] and row["gpus"] == ["node-0:3"] and row["rank"] == 3
+    assert row["onset"] == T0 + pd.Timedelta(minutes=20) and row["detected_at"] == T0 + pd.Timedelta(minutes=23)
+    ev = row["evidence"]
+    assert ev["slowdown_pct"] == pytest.approx(30.0, abs=1.0)
+    assert ev["gpu_throttle_reasons"] == "SW_THERMAL_SLOWDOWN|HW_THERMAL_SLOWDOWN"
+    assert ev["gpu_clock_drop_pct"] == pytest.approx(28.9, abs=0.1) and "93 °C" in ev["gpu_layer"]
+
+
+def test_straggler_in_a_two_rank_run_names_the_slow_one():
+    found = d.straggler_rank(straggling(rank=1, ranks=2), th("straggler_rank"))
+    assert found["entity_id"].tolist() == ["run-a/rank-1"]
+
+
+def test_straggler_stays_open_after_its_own_baseline_adapts():
+    frame = straggling(start=5, end=60)
+    late = frame["minute"] >= T0 + pd.Timedelta(minutes=25)
+    frame.loc[late & (frame["rank"] == 3), "compute_seconds_baseline"] = 1.6 * 1.3
+    found = d.straggler_rank(frame, th("straggler_rank"))
+    assert len(found) == 1 and found.iloc[0]["last_seen"] == T0 + pd.Timedelta(minutes=60)
+
+
+def test_straggler_stays_open_across_an_evaluation_pause():
+    # no step records for 2 minutes (no rows), and the own baseline has caught up by then
+    frame = straggling(start=5, end=60)
+    frame.loc[(frame["minute"] >= T0 + pd.Timedelta(minutes=25)) & (frame["rank"] == 3), "compute_seconds_baseline"] = 2.08
+    frame = frame[~frame["minute"].between(T0 + pd.Timedelta(minutes=30), T0 + pd.Timedelta(minutes=31))]
+    found = d.straggler_rank(frame, th("straggler_rank"))
+    assert len(found) == 1 and found.iloc[0]["last_seen"] == T0 + pd.Timedelta(minutes=60)
+
+
+@pytest.mark.parametrize("frame", [
+    rank_frame(),                                                                           # healthy jitter
+    rank_frame(changes=[(20, 60, {"compute_seconds": lambda r: r["compute_seconds"] * 1.4}, set(range(8)))]),  # all slower
+    rank_frame(changes=[(-30, 60, {"compute_seconds": 1.6 * 1.3, "compute_seconds_baseline": 1.6 * 1.3,
+                                   "collective_seconds": 0.03}, {3})]),                     # always slower (its stage)
+    straggling(start=20, end=22),                                                           # a 2-minute blip
+    rank_frame(changes=[(20, 60, {"compute_seconds": 1.6 * 1.3}, {3})]),                    # slower but nobody waits
+    straggling(ranks=8).assign(baseline_minutes=5),                                        # too little history
+    rank_frame(ranks=1),                                                                    # no peers
+])
+def test_straggler_quiet(frame):
+    assert d.straggler_rank(frame, th("straggler_rank")).empty
+
+
+# --- collective regression ---------------------------------------------------------------------
+
+def collective_frame(minutes=60, lookback=60, changes=(), seed=1):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for m in range(-lookback, minutes):
+        minute = T0 + pd.Timedelta(minutes=m)
+        row = {"run_id": "run-a", "minute": minute, "tick": minute + pd.Timedelta(minutes=1), "in_window": minute >= T0,
+               "ranks_reporting": 8, "collective_seconds": 0.35 * rng.lognormal(0, 0.03),
+               "collective_seconds_baseline": 0.35, "collective_seconds_mad": 0.007, "collective_baseline_floor": 0.35,
+               "compute_seconds": 1.6 * rng.lognormal(0, 0.003), "compute_seconds_baseline": 1.6,
+               "baseline_minutes": 30, "compute_outlier_ratio": 1.01, "hosts": ["node-0", "node-1"],
+               "gpus": ["node-0:0", "node-1:0"]}
+        for start, end, values in changes:
+            if start <= m < end:
+                row.update({k: (v(row) if callable(v) else v) for k, v in values.items()})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+SLOW_NET = {"collective_seconds": lambda r: r["collective_seconds"] * 1.6}
+
+
+def test_collective_regression_flags_the_run():
+    found = d.collective_regression(collective_frame(changes=[(20, 60, SLOW_NET)]), th("collective_regression"))
+    assert len(found) == 1
+    row = found.iloc[0]
+    assert row["entity_id"] == "run-a" and row["detected_at"] == T0 + pd.Timedelta(minutes=25)
+    assert row["evidence"]["rise_pct"] == pytest.approx(60, abs=6) and row["gpus"] == ["node-0:0", "node-1:0"]
+
+
+def test_collective_regression_stays_open_as_the_baseline_drifts_up():
+    frame = collective_frame(changes=[(20, 60, SLOW_NET), (36, 60, {"collective_seconds_baseline": 0.56})])
+    found = d.collective_regression(frame, th("collective_regression"))
+    assert len(found) == 1 and found.iloc[0]["last_seen"] == T0 + pd.Timedelta(minutes=60)
+
+
+@pytest.mark.parametrize("changes", [
+    [],                                                                                   # healthy
+    [(20, 60, {**SLOW_NET, "compute_outlier_ratio": 1.3})],                               # a straggler makes peers wait
+    [(20, 60, {**SLOW_NET, "compute_seconds": 1.6 * 1.4})],                               # compute rose too
+    [(20, 23, SLOW_NET)],                                                                 # 3 minutes
+    [(20, 60, {**SLOW_NET, "baseline_minutes": 8})],                                      # too little history
+    [(m, m + 1, {"collective_seconds": 0.35 * 2.5}) for m in range(0, 60, 7)],           # single slow steps
+])
+def test_collective_regression_quiet(changes):
+    assert d.collective_regression(collective_frame(changes=changes), th("collective_regression")).empty
+
+
+# --- rank dropout ------------------------------------------------------------------------------
+
+def frozen(at):
+    """Rows whose last step stays at minute `at` (the rank stopped there)."""
+    return {"last_step_time": lambda r: T0 + pd.Timedelta(minutes=at, seconds=31),
+            "steps_completed": 0}
+
+
+def test_dropout_names_the_rank_whose_gpu_left_while_peers_spin():
+    released = {"gpu_held": False, "gpu_run_id": None, "gpu_utilization": 0.0, "gpus_held": 3}
+    frame = rank_frame(ranks=4, changes=[
+        (20, 40, {**frozen(20), "run_last_step_time": lambda r: T0 + pd.Timedelta(minutes=20, seconds=33)}, {0, 1, 2, 3}),
+        (21, 40, released, {2}), (21, 40, {"gpus_held": 3}, {0, 1, 3}),
+    ])
+    found = d.rank_dropout(frame, th("rank_dropout"))
+    assert found["entity_id"].tolist() == ["run-a/rank-2"]
+    row = found.iloc[0]
+    assert row["onset"] == T0 + pd.Timedelta(minutes=20, seconds=31)
+    assert row["gpus"] == ["node-0:2"] and row["evidence"]["gpu_state"] == "GPU released by the run"
+    assert row["detected_at"] <= T0 + pd.Timedelta(minutes=24)
+
+
+def test_dropout_after_an_xid_79_cites_it():
+    gone = {"gpu_held": False, "gpu_run_id": None, "gpu_samples": 0, "gpu_utilization": None, "gpu_last_xid": 79}
+    frame = rank_frame(ranks=4, changes=[
+        (20, 40, {**frozen(20), "run_last_step_time": lambda r: T0 + pd.Timedelta(minutes=20, seconds=33)}, {0, 1, 2, 3}),
+        (20, 40, gone, {1}), (20, 40, {"gpus_held": 3}, {0, 2, 3}),
+    ])
+    found = d.rank_dropout(frame, th("rank_dropout"))
+    assert found["entity_id"].tolist() == ["run-a/rank-1"]
+    assert found.iloc[0]["evidence"]["gpu_last_xid"] == 79
+    assert "fallen off the bus" in found.iloc[0]["evidence"]["gpu_state"]
+
+
+def test_dropout_while_peers_go_on():
+    frame = rank_frame(ranks=4, changes=[(20, 60, frozen(20), {3})])
+    found = d.rank_dropout(frame, th("rank_dropout"))
+    assert found["entity_id"].tolist() == ["run-a/rank-3"] and found.iloc[0]["evidence"]["peers_progressing"]
+
+
+@pytest.mark.parametrize("changes", [
+    [],                                                                                     # healthy
+    [(20, 23, {**frozen(20), "run_last_step_time": lambda r: T0 + pd.Timedelta(minutes=20, seconds=31)},
+      {0, 1, 2, 3})],                                                                       # 3-min eval pause, GPUs held
+    [(20, 60, {**frozen(20), "run_last_step_time": lambda r: T0 + pd.Timedelta(minutes=20, seconds=31)},
+      {0, 1, 2, 3})],                                                                       # a hang: every GPU still held
+    [(20, 60, {**frozen(20), "run_last_step_time": lambda r: T0 + pd.Timedelta(minutes=20, seconds=31),
+               "gpu_held": False, "gpu_run_id": None, "gpus_held": 0}, {0, 1, 2, 3})],     # run ended: all released
+    [(20, 60, {**frozen(20), "run_last_step_time": lambda r: T0 + pd.Timedelta(minutes=20, seconds=31),
+               "host": None, "gpu_index": None, "gpu_held": False, "gpus_held": 0}, {0, 1, 2, 3})],  # GPU unknown
+])
+def test_dropout_quiet(changes):
+    assert d.rank_dropout(rank_frame(ranks=4, changes=changes), th("rank_dropout")).empty
+
+
+def test_dropout_waits_for_many_step_intervals_on_slow_runs():
+    # 60-s steps: 2.5 min without a step is only 2.5 steps
+    frame = rank_frame(ranks=4, changes=[(-30, 60, {"step_interval_seconds": 60.0}, {0, 1, 2, 3}), (20, 23, frozen(20), {3})])
+    assert d.rank_dropout(frame, th("rank_dropout")).empty
+
+
+# --- gradient skew -----------------------------------------------------------------------------
+
+SKEWED = {"grad_norm": lambda r: r["grad_norm"] * 1.6}
+
+
+def test_gradient_skew_flags_the_rank():
+    found = d.gradient_skew(rank_frame(changes=[(20, 60, SKEWED, {5})]), th("gradient_skew"))
+    assert found["entity_id"].tolist() == ["run-a/rank-5"]
+    ev = found.iloc[0]["evidence"]
+    assert ev["ratio_to_peers"] == pytest.approx(1.6, abs=0.05) and ev["direction"] == "higher"
+
+
+def test_gradient_skew_low_side_too():
+    frame = rank_frame(changes=[(20, 60, {"grad_norm": lambda r: r["grad_norm"] * 0.5}, {0})])
+    assert d.gradient_skew(frame, th("gradient_skew"))["entity_id"].tolist() == ["run-a/rank-0"]
+
+
+@pytest.mark.parametrize("frame", [
+    rank_frame(),                                                                           # healthy
+    rank_frame(changes=[(20, 30, {"grad_norm": lambda r: r["grad_norm"] * 20}, set(range(8)))]),  # run-wide spike
+    rank_frame(changes=[(-30, 60, {"grad_norm": 1.5, "grad_norm_ratio_baseline": 1.5}, {2})]),    # always higher
+    rank_frame(ranks=2, changes=[(20, 60, SKEWED, {1})]),                                   # two ranks: unknowable
+    rank_frame(changes=[(20, 60, {"grad_norm": float("nan")}, set(range(8)))]),             # non-finite everywhere
+    rank_frame(changes=[(20, 60, SKEWED, {5})]).assign(baseline_minutes=3),                 # too little history
+    rank_frame(changes=[(20, 23, SKEWED, {5})]),                                            # 3 minutes
+])
+def test_gradient_skew_quiet(frame):
+    assert d.gradient_skew(frame, th("gradient_skew")).empty
+
+
+def test_empty_frames_give_no_findings():
+    for name in ("straggler_rank", "rank_dropout", "gradient_skew"):
+        signal = REGISTRY.get(name)
+        assert signal.detector(rank_frame().iloc[0:0], signal.thresholds).empty
+    assert d.collective_regression(collective_frame().iloc[0:0], th("collective_regression")).empty
