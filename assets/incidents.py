@@ -1,27 +1,58 @@
 """The incidents asset: folds every finding into incident records a person can act on.
 
-Findings of one signal on one entity belong to one incident while they keep coming; a gap of
-more than `resolve_after_seconds` of clean, evaluated time ends the episode, and a later finding
-opens a new incident. The fold is a pure function of the findings and evaluation marks, so a
-re-run or a backfill reproduces the same incidents with the same ids.
+Lifecycle (all in data time, so a backfill in any partition order gives identical rows and ids):
+
+- open: the first finding of a signal on an entity opens an episode. Findings on the ranks of one
+  run group into ONE run-level incident that lists the ranks, not one incident per rank.
+- update: later findings extend the episode (last seen, latest evidence, GPU-hours at risk).
+- escalate: the tier rises above the signal's default when the GPU-hours burned since onset cross
+  configurable thresholds; each escalation is a transition, and the tier's reason is recorded.
+- resolve: after `resolve_after_windows` clean windows, i.e. that much time after the last finding
+  that the signal has evaluated (the `evaluations` table) without flagging the entity.
+- reopen: a finding after the episode ended opens a new incident (next episode, new id) that
+  names the episode it reopens.
+
+Incidents on the same run, GPU or host at overlapping times share a correlation id (a straggling
+rank and the throttling GPU under it). The fold is a pure function of findings and evaluation
+marks; the asset replaces `incidents` and `incident_transitions` in one transaction.
 """
 
 import hashlib
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
-from checks.registry import REGISTRY
+from checks.registry import REGISTRY, TIERS, SignalRegistry
 from orchestration import sql
+from orchestration.sinks import AlertJournal, journal_path, mirror_journal
 from orchestration.warehouse import POOL, WarehouseResource, transaction
 
 INCIDENT_COLUMNS = (
     "incident_id", "signal", "family", "tier", "status", "title", "onset", "opened", "last_seen", "resolved",
     "entity_type", "entity_id", "run_id", "rank", "hosts", "gpus", "endpoint", "model_version", "checkpoint",
     "owner", "playbook", "evidence", "gpu_hours_at_risk", "triage_class", "correlation_id", "findings",
+    "default_tier", "tier_reason", "escalated_at", "episode", "previous_incident_id", "ranks", "members",
 )
+TRANSITION_COLUMNS = ("incident_id", "seq", "transition", "transition_at", "tier", "reason", "gpu_hours_at_risk")
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """How findings become incidents: window length, clean windows to resolve, escalation by cost."""
+
+    window_seconds: float = 300.0
+    resolve_after_windows: int = 2
+    # tier -> GPU-hours at risk from which an incident is at least that tier
+    escalate_gpu_hours: Mapping[str, float] = field(default_factory=lambda: {"SEV2": 8.0, "SEV1": 32.0})
+
+    @property
+    def gap(self) -> pd.Timedelta:
+        return pd.Timedelta(seconds=self.window_seconds * self.resolve_after_windows)
 
 
 def incident_id(signal: str, entity_id: str, onset: pd.Timestamp) -> str:
@@ -29,9 +60,21 @@ def incident_id(signal: str, entity_id: str, onset: pd.Timestamp) -> str:
     return "inc-" + hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
+def _severity(tier: str) -> int:
+    return TIERS.index(tier)   # 0 = SEV1, the most urgent
+
+
+def incident_entity(finding) -> tuple[str, str]:
+    """The entity an incident speaks of: a rank's findings fold into their run's incident."""
+    if finding["entity_type"] == "rank" and isinstance(finding["run_id"], str) and finding["run_id"]:
+        return "run", finding["run_id"]
+    return finding["entity_type"], finding["entity_id"]
+
+
 def _episodes(group: pd.DataFrame, gap: pd.Timedelta):
-    start = 0
+    """Split one entity's findings (sorted by detection) where nothing was flagged for longer than `gap`."""
     rows = group.reset_index(drop=True)
+    start = 0
     last_seen = rows.loc[0, "last_seen"]
     for i in range(1, len(rows)):
         if rows.loc[i, "detected_at"] - last_seen > gap:
@@ -41,59 +84,193 @@ def _episodes(group: pd.DataFrame, gap: pd.Timedelta):
     yield rows.iloc[start:]
 
 
-def fold(findings: pd.DataFrame, watermarks: dict[str, pd.Timestamp], resolve_after_seconds: float) -> pd.DataFrame:
-    """Incident records from findings (sorted by signal, entity, detected_at)."""
-    gap = pd.Timedelta(seconds=resolve_after_seconds)
-    out = []
-    for (signal_name, entity_id), group in findings.groupby(["signal", "entity_id"], sort=True):
-        signal = REGISTRY.get(signal_name)
-        for episode in _episodes(group.sort_values(["detected_at", "partition_start"]), gap):
-            onset = episode["onset"].min()
-            last_seen = episode["last_seen"].max()
-            latest = episode.iloc[-1]
-            gpus = sorted(set().union(*episode["gpus"]))
-            hosts = sorted(set().union(*episode["hosts"]))
-            evidence = json.loads(latest["evidence"]) if isinstance(latest["evidence"], str) else dict(latest["evidence"] or {})
-            evidence["value_max"] = float(episode["value"].max())
-            watermark = watermarks.get(signal_name)
-            resolved = watermark is not None and pd.notna(watermark) and watermark >= last_seen + gap
-            gpu_hours = len(gpus) * (last_seen - onset).total_seconds() / 3600
-            checkpoint = episode["checkpoint"].dropna().iloc[0] if episode["checkpoint"].notna().any() else None
-            facts = {
-                **evidence,
-                "run_id": latest["run_id"], "entity_id": entity_id,
-                "hosts": ", ".join(hosts), "gpus": ", ".join(gpus), "gpu_count": len(gpus),
-                "checkpoint": checkpoint or "none recorded", "gpu_hours": round(gpu_hours, 2),
-            }
-            out.append({
-                "incident_id": incident_id(signal_name, entity_id, onset),
-                "signal": signal_name,
-                "family": signal.family,
-                "tier": signal.tier,
-                "status": "resolved" if resolved else "open",
-                "title": f"{signal.title}: {signal.entity} {entity_id}",
-                "onset": onset,
-                "opened": episode["detected_at"].min(),
-                "last_seen": last_seen,
-                "resolved": last_seen + gap if resolved else pd.NaT,
-                "entity_type": signal.entity,
-                "entity_id": entity_id,
-                "run_id": latest["run_id"],
-                "rank": None if pd.isna(latest["rank"]) else int(latest["rank"]),
-                "hosts": hosts,
-                "gpus": gpus,
-                "endpoint": None,
-                "model_version": None,
-                "checkpoint": checkpoint,
-                "owner": signal.owner,
-                "playbook": signal.playbook.render(facts),
-                "evidence": json.dumps(evidence, sort_keys=True, default=str),
-                "gpu_hours_at_risk": round(gpu_hours, 3),
-                "triage_class": None,
-                "correlation_id": None,
-                "findings": len(episode),
-            })
-    return pd.DataFrame(out, columns=list(INCIDENT_COLUMNS))
+PARTITION = pd.Timedelta(hours=1)   # orchestration/partitions.py: one partition per UTC hour
+
+
+def evaluated_spans(evaluations: pd.DataFrame, window_seconds: float) -> dict[str, list[tuple[pd.Timestamp, pd.Timestamp]]]:
+    """Per signal, the merged stretches of data time it has evaluated ([partition start, evaluated until]).
+
+    A partition evaluated with nothing to look at (no entity: the run ended) has no `evaluated_until`;
+    it counts as evaluated and clean for its whole hour once some signal has evaluated data past its
+    end, so an incident at the end of a run still resolves."""
+    spans: dict[str, list[tuple[pd.Timestamp, pd.Timestamp]]] = {}
+    if evaluations.empty:
+        return spans
+    slack = pd.Timedelta(seconds=window_seconds)   # a partition evaluated to its last tick abuts the next one
+    horizon = evaluations["evaluated_until"].max()
+    marks = evaluations.copy()
+    empty = marks["evaluated_until"].isna()
+    if pd.notna(horizon):
+        past = empty & (marks["partition_start"] + PARTITION <= horizon)
+        marks.loc[past, "evaluated_until"] = marks.loc[past, "partition_start"] + PARTITION
+    marks = marks.dropna(subset=["evaluated_until"]).sort_values(["signal", "partition_start"])
+    for signal, rows in marks.groupby("signal", sort=True):
+        merged: list[list[pd.Timestamp]] = []
+        for r in rows.itertuples():
+            start, end = pd.Timestamp(r.partition_start), pd.Timestamp(r.evaluated_until)
+            if merged and start <= merged[-1][1] + slack:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        spans[signal] = [(s, e) for s, e in merged]
+    return spans
+
+
+def _clean_through(spans, since: pd.Timestamp, until: pd.Timestamp) -> bool:
+    return any(s <= since and e >= until for s, e in spans)
+
+
+def _tier_history(default: str, onset, opened, last_seen, gpu_count: int, lifecycle: Lifecycle, signal_name: str):
+    """(tier at opening, its reason, [(at, tier, reason)] escalations after opening), all from the cost:
+    GPU-hours at risk = GPUs x time since onset, crossing each threshold at a known data time."""
+    tier, reason = default, f"{default}: the catalogue's tier for {signal_name} (cost of delay)"
+    escalations: list[tuple[pd.Timestamp, str, str]] = []
+    if gpu_count <= 0:
+        return tier, reason, escalations
+    crossings = sorted(
+        (onset + pd.Timedelta(hours=threshold / gpu_count), target, float(threshold))
+        for target, threshold in lifecycle.escalate_gpu_hours.items()
+        if _severity(target) < _severity(default)
+    )
+    current = default
+    for at, target, threshold in crossings:
+        if at > last_seen or _severity(target) >= _severity(current):
+            continue
+        why = (f"{target}: escalated from {current} as GPU-hours at risk reached {threshold:g} "
+               f"({gpu_count} GPU(s) since onset {onset:%Y-%m-%d %H:%M:%S}, threshold {threshold:g} GPU-h)")
+        current = target
+        if at <= opened:
+            tier, reason = target, why     # already that costly when first seen: it opens at that tier
+        else:
+            escalations.append((at, target, why))
+    return tier, reason, escalations
+
+
+def fold(findings: pd.DataFrame, evaluations: pd.DataFrame, lifecycle: Lifecycle = Lifecycle(),
+         registry: SignalRegistry = REGISTRY) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(incidents, transitions) from findings and evaluation marks; deterministic in its inputs."""
+    gap = lifecycle.gap
+    spans = evaluated_spans(evaluations, lifecycle.window_seconds)
+    incidents, transitions = [], []
+    if findings.empty:
+        return pd.DataFrame(columns=list(INCIDENT_COLUMNS)), pd.DataFrame(columns=list(TRANSITION_COLUMNS))
+    findings = findings.copy()
+    keys = [incident_entity(f) for f in findings.to_dict("records")]
+    findings["incident_entity_type"] = [k[0] for k in keys]
+    findings["incident_entity_id"] = [k[1] for k in keys]
+    order = ["detected_at", "partition_start", "entity_id", "onset"]
+    for (signal_name, entity_type, entity_id), group in findings.groupby(
+            ["signal", "incident_entity_type", "incident_entity_id"], sort=True):
+        signal = registry.get(signal_name)
+        previous = None
+        for number, episode in enumerate(_episodes(group.sort_values(order, kind="stable"), gap), 1):
+            inc, trans = _incident(signal, entity_type, entity_id, episode, number, previous, spans.get(signal_name, []),
+                                   lifecycle)
+            incidents.append(inc)
+            transitions.extend(trans)
+            previous = inc["incident_id"]
+    out = pd.DataFrame(incidents, columns=list(INCIDENT_COLUMNS))
+    out["correlation_id"] = correlate(out, gap)
+    return out, pd.DataFrame(transitions, columns=list(TRANSITION_COLUMNS))
+
+
+def _incident(signal, entity_type, entity_id, episode: pd.DataFrame, number: int, previous, spans, lifecycle: Lifecycle):
+    gap = lifecycle.gap
+    onset = episode["onset"].min()
+    opened = episode["detected_at"].min()
+    last_seen = episode["last_seen"].max()
+    latest = episode.iloc[-1]
+    gpus = sorted(set().union(*[g for g in episode["gpus"] if g is not None]))
+    hosts = sorted(set().union(*[h for h in episode["hosts"] if h is not None]))
+    ranks = sorted({int(r) for r in episode["rank"] if pd.notna(r)})
+    members = sorted(set(episode["entity_id"]))
+    grouped = entity_type == "run" and (episode["entity_type"] == "rank").any()
+    evidence = json.loads(latest["evidence"]) if isinstance(latest["evidence"], str) else dict(latest["evidence"] or {})
+    evidence["value_max"] = float(episode["value"].max())
+    if grouped:
+        evidence["ranks"] = ranks
+    resolved = _clean_through(spans, last_seen, last_seen + gap)
+    gpu_hours = len(gpus) * (last_seen - onset).total_seconds() / 3600
+    checkpoint = episode["checkpoint"].dropna().iloc[0] if episode["checkpoint"].notna().any() else None
+    iid = incident_id(signal.name, entity_id, onset)
+    opened_tier, opened_reason, escalations = _tier_history(signal.tier, onset, opened, last_seen, len(gpus), lifecycle,
+                                                            signal.name)
+    final_tier, final_reason = (escalations[-1][1], escalations[-1][2]) if escalations else (opened_tier, opened_reason)
+    run_id = latest["run_id"] if isinstance(latest["run_id"], str) else None
+    what = f"{entity_type} {entity_id}"
+    if grouped:
+        what += f" ({len(ranks)} rank{'s' if len(ranks) != 1 else ''}: {_ranks_text(ranks)})"
+    facts = {
+        **evidence,
+        "run_id": run_id, "entity_id": entity_id, "ranks": _ranks_text(ranks) or "none",
+        "hosts": ", ".join(hosts), "gpus": ", ".join(gpus), "gpu_count": len(gpus),
+        "checkpoint": checkpoint or "none recorded", "gpu_hours": round(gpu_hours, 2), "tier": final_tier,
+        "episode": number,
+    }
+    record = {
+        "incident_id": iid, "signal": signal.name, "family": signal.family, "tier": final_tier,
+        "status": "resolved" if resolved else "open", "title": f"{signal.title}: {what}",
+        "onset": onset, "opened": opened, "last_seen": last_seen, "resolved": last_seen + gap if resolved else pd.NaT,
+        "entity_type": entity_type, "entity_id": entity_id, "run_id": run_id,
+        "rank": ranks[0] if len(ranks) == 1 else None, "hosts": hosts, "gpus": gpus,
+        "endpoint": None, "model_version": None, "checkpoint": checkpoint, "owner": signal.owner,
+        "playbook": signal.playbook.render(facts) + f"\nOwner team: {signal.owner}",
+        "evidence": json.dumps(evidence, sort_keys=True, default=str),
+        "gpu_hours_at_risk": round(gpu_hours, 3), "triage_class": None, "correlation_id": None,
+        "findings": len(episode), "default_tier": signal.tier, "tier_reason": final_reason,
+        "escalated_at": escalations[-1][0] if escalations else pd.NaT, "episode": number,
+        "previous_incident_id": previous, "ranks": ranks, "members": members,
+    }
+
+    def cost_at(at):
+        return round(len(gpus) * (at - onset).total_seconds() / 3600, 3)
+
+    trans = [(iid, 0, "opened", opened, opened_tier, opened_reason, cost_at(opened))]
+    for at, target, why in escalations:
+        trans.append((iid, len(trans), "escalated", at, target, why, cost_at(at)))
+    if resolved:
+        trans.append((iid, len(trans), "resolved", last_seen + gap, final_tier,
+                      f"no finding in {lifecycle.resolve_after_windows} clean evaluated window(s) after {last_seen:%Y-%m-%d %H:%M:%S}",
+                      cost_at(last_seen)))
+    return record, [dict(zip(TRANSITION_COLUMNS, t)) for t in trans]
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    shown = ", ".join(str(r) for r in ranks[:16])
+    return shown + (f", … (+{len(ranks) - 16})" if len(ranks) > 16 else "")
+
+
+def correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | None]:
+    """A correlation id per incident: incidents overlapping in time on the same run, GPU or host
+    (a host only for host-level evidence without GPUs) share one, named after the earliest."""
+    n = len(incidents)
+    parent = list(range(n))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    rows = incidents.to_dict("records")
+    for i in range(n):
+        a = rows[i]
+        for j in range(i + 1, n):
+            b = rows[j]
+            if a["onset"] > b["last_seen"] + gap or b["onset"] > a["last_seen"] + gap:
+                continue
+            same_run = a["run_id"] is not None and a["run_id"] == b["run_id"]
+            same_gpu = bool(set(a["gpus"]) & set(b["gpus"]))
+            same_host = (not a["gpus"] or not b["gpus"]) and bool(set(a["hosts"]) & set(b["hosts"]))
+            if same_run or same_gpu or same_host:
+                parent[find(i)] = find(j)
+    first: dict[int, tuple] = {}
+    for i, r in enumerate(rows):
+        key = (r["onset"], r["incident_id"])
+        root = find(i)
+        if root not in first or key < first[root]:
+            first[root] = key
+    return ["cor-" + first[find(i)][1].removeprefix("inc-") for i in range(n)]
 
 
 def incidents_table_md(incidents: pd.DataFrame, limit: int = 20) -> str:
@@ -108,8 +285,18 @@ def incidents_table_md(incidents: pd.DataFrame, limit: int = 20) -> str:
 
 
 class IncidentsConfig(dg.Config):
-    resolve_after_seconds: float = 600.0
-    """Clean, evaluated time after the last finding before an incident is resolved."""
+    window_seconds: float = 300.0
+    """Length of one evaluation window (the detect schedule's cadence)."""
+    resolve_after_windows: int = 2
+    """Clean, evaluated windows after the last finding before an incident is resolved."""
+    escalate_to_sev2_gpu_hours: float = 8.0
+    """GPU-hours at risk from which an incident is at least SEV2."""
+    escalate_to_sev1_gpu_hours: float = 32.0
+    """GPU-hours at risk from which an incident is at least SEV1."""
+
+    def lifecycle(self) -> Lifecycle:
+        return Lifecycle(self.window_seconds, self.resolve_after_windows,
+                         {"SEV2": self.escalate_to_sev2_gpu_hours, "SEV1": self.escalate_to_sev1_gpu_hours})
 
 
 @dg.asset(
@@ -119,22 +306,28 @@ class IncidentsConfig(dg.Config):
     pool=POOL,
 )
 def incidents(context: dg.AssetExecutionContext, config: IncidentsConfig, warehouse: WarehouseResource) -> dg.MaterializeResult:
-    """Severity-tiered incident records folded from every finding: lifecycle (open/resolved), owner,
-    playbook with the evidence filled in, lineage (run, hosts, GPUs, last checkpoint) and the
-    GPU-hours burned since onset. Re-running reproduces the same incidents with the same ids."""
+    """Severity-tiered incident records folded from every finding: lifecycle (open, escalated,
+    resolved, reopened as a new episode), tier and why, owner, playbook with the evidence filled in,
+    lineage (run, ranks, hosts, GPUs, last checkpoint), GPU-hours burned since onset and a
+    correlation id. Re-running reproduces the same incidents with the same ids."""
     with warehouse.connect() as con:
         findings = sql.frame(con, "incidents/findings")
-        watermarks = dict(sql.run(con, "incidents/watermarks").fetchall())
-        folded = fold(findings, {k: pd.Timestamp(v) for k, v in watermarks.items()}, config.resolve_after_seconds)
-        with transaction(con, new_incidents=folded):
+        evaluations = sql.frame(con, "incidents/evaluations")
+        folded, transitions = fold(findings, evaluations, config.lifecycle())
+        with transaction(con, new_incidents=folded, new_transitions=transitions):
             sql.run(con, "incidents/replace")
+        # the fold holds the write lock anyway: log delivery attempts a sensor could not mirror
+        mirrored = mirror_journal(con, AlertJournal(journal_path(Path(warehouse.path).parent)))
     open_ = folded[folded["status"] == "open"]
-    context.log.info(f"{len(folded)} incident(s), {len(open_)} open, from {len(findings)} finding(s)")
+    escalated = int((transitions["transition"] == "escalated").sum()) if not transitions.empty else 0
+    context.log.info(f"{len(folded)} incident(s), {len(open_)} open, {escalated} escalation(s), from {len(findings)} finding(s)")
     return dg.MaterializeResult(
         metadata={
             "incidents": len(folded),
             "open": len(open_),
             "findings": len(findings),
+            "transitions": len(transitions),
+            "alert_attempts_logged": mirrored,
             "gpu_hours_at_risk_open": float(open_["gpu_hours_at_risk"].sum()) if not open_.empty else 0.0,
             "open_incidents": dg.MetadataValue.md(incidents_table_md(open_)),
             "recent_incidents": dg.MetadataValue.md(incidents_table_md(folded)),

@@ -31,15 +31,23 @@ class RawSource:
     table: str
     required: tuple[str, ...]
     description: str
+    producers: tuple[str, ...] = ()   # assets that write this folder (run before the ingest in one job)
 
 
 SOURCES = (
     RawSource("gpu_samples", "gpu_samples", ("time", "host", "gpu_index"),
-              "GPU samples, one per GPU per interval (NVML agent, dcgm-exporter, simulator)."),
+              "GPU samples, one per GPU per interval (NVML agent, dcgm-exporter, simulator).", ("prometheus_pull",)),
     RawSource("training_steps", "training_steps", ("time", "run_id", "rank", "step"),
               "Training step records, one per rank per step (training-side client, log importers)."),
     RawSource("lineage", "lineage_events", ("time", "event"),
               "Lineage events: runs started and ended, checkpoints saved, model versions."),
+    RawSource("serving_metrics", "serving_metrics", ("time", "endpoint"),
+              "Serving metrics per endpoint and model version (Prometheus: vLLM latency quantiles, queue, KV cache).",
+              ("prometheus_pull",)),
+    RawSource("predictions", "predictions", ("time", "endpoint", "request_id"),
+              "Prediction logs: one record per served request (features, prediction, confidence)."),
+    RawSource("prediction_outcomes", "prediction_outcomes", ("time", "request_id"),
+              "Late-arriving prediction outcomes, joined to predictions by request id."),
 )
 
 
@@ -109,6 +117,7 @@ def build_ingest_asset(source: RawSource) -> dg.AssetsDefinition:
         group_name="ingest",
         kinds={"duckdb"},
         pool=POOL,
+        deps=list(source.producers),
         description=source.description + " Replaces the partition's hour atomically; bad lines go to `quarantine`.",
     )
     def _ingest(

@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from orchestration.progress import Ticker
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SCENARIO = REPO_ROOT / "simulator" / "scenarios" / "default.yaml"
 DEMO_MARKER = ".goodput-demo"
@@ -45,7 +47,9 @@ def cmd_simulate(args) -> int:
         scenario = load_scenario(Path(args.scenario))
     except ScenarioError as error:
         raise CliError(str(error)) from None
-    summary = simulate(scenario, Path(args.out))
+    with Ticker() as ticker:  # a live line on a terminal, nothing otherwise
+        ticker.update(f"simulating {scenario.name}")
+        summary = simulate(scenario, Path(args.out))
     rows = ", ".join(f"{n:,} {k}" for k, n in summary["rows"].items())
     _say(f"simulated {scenario.name}: {summary['files']} files ({rows}), {summary['faults']} fault(s) -> {args.out}")
     return 0
@@ -78,13 +82,18 @@ def run_pipeline(home: Path, start, end, progress=_say) -> dict:
     instance = dg.DagsterInstance.get()
     detect = defs.resolve_job_def("detect")
     keys = hour_keys(start, end)
-    for i, key in enumerate(keys, 1):
-        t0 = time.monotonic()
-        result = detect.execute_in_process(partition_key=key, instance=instance, run_config=QUIET)
-        failed = [c.check_name for c in result.get_asset_check_evaluations() if not c.passed]
-        progress(f"  [{i:>2}/{len(keys)}] detect {key}  {time.monotonic() - t0:4.1f}s"
-                 + (f"  FAILED: {', '.join(failed)}" if failed else ""))
-    defs.resolve_job_def("fold_incidents").execute_in_process(instance=instance, run_config=QUIET)
+    with Ticker(total=len(keys)) as ticker:  # on a terminal: a live line with the time left
+        for i, key in enumerate(keys, 1):
+            ticker.update(f"detect {key}")
+            t0 = time.monotonic()
+            result = detect.execute_in_process(partition_key=key, instance=instance, run_config=QUIET)
+            failed = [c.check_name for c in result.get_asset_check_evaluations() if not c.passed]
+            ticker.step()
+            line = (f"  [{i:>2}/{len(keys)}] detect {key}  {time.monotonic() - t0:4.1f}s"
+                    + (f"  FAILED: {', '.join(failed)}" if failed else ""))
+            (ticker.say if progress is _say else progress)(line)
+        ticker.update("folding incidents")
+        defs.resolve_job_def("fold_incidents").execute_in_process(instance=instance, run_config=QUIET)
     resources = resources_for(home)
     with dg.build_sensor_context(instance=instance, resources=resources) as context:
         incident_alerts(context)
@@ -138,7 +147,9 @@ def cmd_demo(args) -> int:
     _reset_demo_home(Path(args.home).resolve() if args.home else goodput_home())
     home = use_home(args.home)
     scenario = load_scenario(Path(args.scenario))
-    summary = simulate(scenario, home)
+    with Ticker() as ticker:
+        ticker.update(f"1/3 simulating {scenario.name}")
+        summary = simulate(scenario, home)
     _say(f"1/3 simulated {scenario.name}: {summary['files']} raw files, "
          + ", ".join(f"{n:,} {k}" for k, n in summary["rows"].items()) + f", {summary['faults']} injected fault(s)")
     _say(f"2/3 processing {scenario.start:%Y-%m-%d %H:%M} .. {scenario.end:%H:%M} UTC through the Dagster definitions")
@@ -237,4 +248,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m orchestration.cli`: run the imported module's main, so that the CliError which
+    # subcommand modules import (orchestration.cli.CliError) is the class main() catches
+    from orchestration.cli import main as _main
+
+    sys.exit(_main())

@@ -1,19 +1,22 @@
 """The one entry point: Goodput's Dagster Definitions (workspace.yaml points here)."""
 
+import os
 from pathlib import Path
 
 import dagster as dg
 
 import assets
 import checks
-from orchestration.home import alerts_path, goodput_home, raw_root, warehouse_path
+from orchestration.home import goodput_home, raw_root, warehouse_path
 from orchestration.jobs import detect_job, incidents_job
 from orchestration.raw_zone import RawZoneResource
 from orchestration.schedules import detect_every_5_minutes
-from orchestration.sensors import fold_incidents_after_detect, incident_alerts
-from orchestration.sinks import FileSinkResource
+from orchestration.sensors import fold_incidents_after_detect, goodput_run_failures, goodput_staleness, incident_alerts
+from orchestration.sensors_sources import late_raw_files
+from orchestration.sinks import alerting_resource_for
 from orchestration.thresholds import ThresholdsResource
 from orchestration.warehouse import WarehouseResource
+from sources.prometheus import PrometheusResource
 
 
 def resources_for(home) -> dict:
@@ -22,7 +25,10 @@ def resources_for(home) -> dict:
         "warehouse": WarehouseResource(path=str(warehouse_path(home))),
         "thresholds": ThresholdsResource(path=str(Path(home) / "thresholds.yaml")),
         "raw_zone": RawZoneResource(root=str(raw_root(home))),
-        "alert_sink": FileSinkResource(path=str(alerts_path(home))),
+        "alerting": alerting_resource_for(home),
+        # Off unless a URL (or a sources file naming one) is set: the simulator is the default source.
+        "prometheus": PrometheusResource(url=os.environ.get("GOODPUT_PROMETHEUS_URL", ""),
+                                         config_file=os.environ.get("GOODPUT_SOURCES_CONFIG", "")),
     }
 
 
@@ -32,7 +38,7 @@ def build_definitions(home=None) -> dg.Definitions:
         asset_checks=dg.load_asset_checks_from_package_module(checks),
         jobs=[detect_job, incidents_job],
         schedules=[detect_every_5_minutes],
-        sensors=[fold_incidents_after_detect, incident_alerts],
+        sensors=[fold_incidents_after_detect, incident_alerts, goodput_run_failures, goodput_staleness, late_raw_files],
         resources=resources_for(home or goodput_home()),
     )
 

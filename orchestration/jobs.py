@@ -14,6 +14,6 @@ detect_job = dg.define_asset_job(
 
 incidents_job = dg.define_asset_job(
     "fold_incidents",
-    selection=dg.AssetSelection.assets("incidents"),
-    description="Fold all findings into incident records.",
+    selection=dg.AssetSelection.assets("incidents", "incident_plots"),
+    description="Fold all findings into incident records (and redraw the plots of runs with open incidents).",
 )

@@ -9,8 +9,9 @@ from orchestration.jobs import detect_job
 from orchestration.partitions import HOUR_KEY
 
 
+# On by default, like the sensors: `goodput ui` (dagster dev runs the daemon) keeps detecting.
 @dg.schedule(cron_schedule="*/5 * * * *", job=detect_job, execution_timezone="UTC",
-             default_status=dg.DefaultScheduleStatus.STOPPED)
+             default_status=dg.DefaultScheduleStatus.RUNNING)
 def detect_every_5_minutes(context: dg.ScheduleEvaluationContext):
     """Ingest and check the current hour (and, in the first 10 minutes, the previous one)."""
     now = context.scheduled_execution_time

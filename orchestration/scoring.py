@@ -34,7 +34,7 @@ def _entity_matches(incident: pd.Series, entity: str) -> bool:
     """Whether an incident speaks of the fault's entity: the same one, or the run, rank or GPU of it.
 
     run:R     an incident on R, or on any rank or GPU of R (its run_id is R);
-    rank:R/rank-N   an incident on that rank, or on the run R (a dead or slow rank shows in the whole run);
+    rank:R/rank-N   an incident on that rank, or a run-level incident of R naming rank N or no rank;
     gpu:H:G   an incident on that GPU, or on the rank running on it (its gpus list it).
     """
     kind, _, name = entity.partition(":")
@@ -43,9 +43,14 @@ def _entity_matches(incident: pd.Series, entity: str) -> bool:
     if kind == "run":
         return incident["run_id"] == name
     if kind == "rank":
-        # a run-level incident of the rank's run counts: a dead rank shows as its peers stuck
-        run, _, _rank = name.rpartition("/rank-")
-        return incident["entity_type"] == "run" and incident["run_id"] == run
+        run, _, rank = name.rpartition("/rank-")
+        if incident["run_id"] != run or incident["entity_type"] != "run":
+            return False
+        # a run-level incident naming its ranks must name this one; one naming none (the whole run
+        # stuck, as when a rank dies and its peers spin) speaks of every rank
+        ranks = incident.get("ranks")
+        named = [int(r) for r in ranks] if ranks is not None and len(ranks) else []
+        return not named or int(rank) in named
     if kind == "gpu":
         gpus = incident.get("gpus")
         return gpus is not None and name in list(gpus)

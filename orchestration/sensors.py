@@ -1,18 +1,36 @@
-"""Sensors: fold incidents after each detect run, and deliver incident transitions as alerts.
+"""Sensors: fold incidents after each detect run, deliver incident transitions as alerts, and
+watch Goodput itself (failed runs, stale ticks, stale raw data).
 
-The alert sensor opens the warehouse read-only; while a run holds the write lock it skips the
-tick and tries again. Each transition (opened, resolved) is delivered once per sink: the cursor
-remembers what was sent, and the sink itself refuses a key it already holds.
+Sensors run outside runs, so they never hold the warehouse's write lock for long: the alert sensor
+reads pending transitions read-only (a held lock skips the tick), delivers them over HTTP with the
+journal as the record of what was delivered, and only then mirrors the journal into
+`alert_attempts` through a short write connection that gives up at once when a run is writing (the
+next tick, or the next fold, mirrors it). See docs/alerting.md.
 """
 
+import hashlib
 import json
+import math
+import time
+from datetime import datetime, timezone
+from pathlib import Path
 
 import dagster as dg
+import duckdb
+import pandas as pd
 
 from orchestration import sql
 from orchestration.jobs import detect_job, incidents_job
-from orchestration.sinks import FileSinkResource, dedup_key
+from orchestration.raw_zone import RawZoneResource
+from orchestration.sinks import AlertingConfigError, AlertingResource, mirror_journal
 from orchestration.warehouse import WarehouseBusy, WarehouseMissing, WarehouseResource
+
+MONITOR_FAMILY = "monitor"
+
+
+def utcnow() -> float:
+    """Wall-clock now (epoch seconds); tests replace it to move time."""
+    return time.time()
 
 
 @dg.run_status_sensor(
@@ -27,33 +45,226 @@ def fold_incidents_after_detect(context: dg.RunStatusSensorContext):
     return dg.RunRequest(run_key=f"after-{context.dagster_run.run_id}")
 
 
-def pending_alerts(warehouse: WarehouseResource, delivered: set[str]) -> list[dict]:
-    """Incident transitions not yet delivered, oldest first (read-only; may raise WarehouseBusy)."""
-    with warehouse.connect(read_only=True, wait_seconds=0) as con:
-        rows = sql.frame(con, "alerts/transitions")
+# ---------------------------------------------------------------------------------------------- incident alerts
+
+
+def _json_safe(value):
+    if value is None:
+        return None
+    if isinstance(value, pd.Timestamp | datetime):
+        return None if pd.isna(value) else pd.Timestamp(value).isoformat()
+    if hasattr(value, "tolist"):            # numpy arrays and scalars from DuckDB
+        return _json_safe(value.tolist())
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def alert_records(rows: pd.DataFrame) -> list[dict]:
+    """Transition rows as JSON-safe alert dicts (lists for arrays, ISO strings for times)."""
     alerts = []
     for record in rows.to_dict("records"):
-        for key in ("hosts", "gpus"):
-            record[key] = list(record[key]) if record[key] is not None else []
-        record["evidence"] = json.loads(record["evidence"]) if record["evidence"] else {}
-        if dedup_key(record) not in delivered:
-            alerts.append(record)
+        alert = {k: _json_safe(v) for k, v in record.items()}
+        for key in ("hosts", "gpus", "ranks"):
+            alert[key] = alert.get(key) or []
+        alert["evidence"] = json.loads(alert["evidence"]) if isinstance(alert.get("evidence"), str) else alert.get("evidence") or {}
+        alerts.append(alert)
     return alerts
 
 
-@dg.sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
-def incident_alerts(context: dg.SensorEvaluationContext, warehouse: WarehouseResource, alert_sink: FileSinkResource):
-    """Deliver each new incident transition (opened, resolved) once to the alert sink."""
-    delivered = set(json.loads(context.cursor)) if context.cursor else set()
+def incident_transitions(warehouse: WarehouseResource) -> list[dict]:
+    """Every incident transition, oldest first (read-only; may raise WarehouseBusy / WarehouseMissing)."""
+    with warehouse.connect(read_only=True, wait_seconds=0) as con:
+        try:
+            return alert_records(sql.frame(con, "alerts/transitions"))
+        except duckdb.CatalogException:
+            return []    # a warehouse from before migration 003: the next run migrates it
+
+
+def _latest_fold_run(instance: dg.DagsterInstance) -> str | None:
+    event = instance.get_latest_materialization_event(dg.AssetKey("incidents"))
+    return event.run_id if event else None
+
+
+def mirror_attempts(warehouse: WarehouseResource, alerting: AlertingResource) -> tuple[bool, str]:
+    """Copy the journal's new attempts into `alert_attempts` if the write lock is free right now."""
+    if not Path(warehouse.path).exists():
+        return False, "attempt log mirrored once the warehouse exists"
     try:
-        alerts = pending_alerts(warehouse, delivered)
+        with warehouse.connect(wait_seconds=0.5) as con:
+            added = mirror_journal(con, alerting.journal())
+    except WarehouseBusy:
+        return False, "attempt log mirrored later (a run holds the warehouse)"
+    return True, f"{added} attempt(s) logged in alert_attempts"
+
+
+def run_alerts(context, alerting: AlertingResource, alerts: list[dict]) -> str:
+    """Deliver what is pending among `alerts` and say what happened."""
+    pending = alerting.pending(alerts)
+    if not pending:
+        return "no new incident transitions"
+    # per-alert lines at debug (the tick's summary says what happened); failures are warnings
+    result = alerting.deliver(pending, log=context.log.debug, warn=context.log.warning, clock=utcnow)
+    if result is None:
+        return "another sensor is delivering; trying next tick"
+    for skipped in sorted(set(result["skipped"])):
+        context.log.debug(f"inactive {skipped}")
+    return (f"delivered {result['delivered']}, failed {result['failed']}, rejected {result['rejected']}, "
+            f"waiting {result['waiting']}")
+
+
+@dg.sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+def incident_alerts(context: dg.SensorEvaluationContext, warehouse: WarehouseResource, alerting: AlertingResource):
+    """Deliver each incident transition (opened, escalated, resolved), and each alert about Goodput
+    itself, once to every sink its tier and owner route it to; failing sinks are retried with backoff."""
+    state = json.loads(context.cursor) if context.cursor and context.cursor.startswith("{") else {}
+    try:
+        alerts = incident_transitions(warehouse)
     except (WarehouseBusy, WarehouseMissing) as reason:
-        return dg.SkipReason(str(reason))
-    if not alerts:
-        return dg.SkipReason("no new incident transitions")
-    written = alert_sink.deliver(alerts)
-    delivered.update(dedup_key(a) for a in alerts)
-    context.update_cursor(json.dumps(sorted(delivered)))
-    for alert in written:
-        context.log.info(f"alert {alert['transition']}: [{alert['tier']}] {alert['title']} ({alert['incident_id']})")
-    return dg.SkipReason(f"delivered {len(written)} alert(s)")
+        alerts = []
+        if not alerting.monitor_alerts():
+            return dg.SkipReason(str(reason))
+    try:
+        run_url = alerting.run_url(_latest_fold_run(context.instance))
+        for alert in alerts:
+            alert["dagster_run_url"] = run_url
+        everything = sorted(alerts + alerting.monitor_alerts(), key=lambda a: (a.get("transition_at") or "", a["incident_id"]))
+        message = run_alerts(context, alerting, everything)
+    except AlertingConfigError as error:
+        return dg.SkipReason(str(error))
+    # mirror the journal only when it grew since the last mirror: an idle tick takes no write lock
+    journaled = len(alerting.journal().attempts())
+    if journaled != state.get("mirrored"):
+        mirrored, note = mirror_attempts(warehouse, alerting)
+        message += f"; {note}"
+        if mirrored:
+            state["mirrored"] = journaled
+            context.update_cursor(json.dumps(state))
+    return dg.SkipReason(message)
+
+
+# ---------------------------------------------------------------------------------------------- the monitor
+
+
+def monitor_alert(alerting: AlertingResource, *, incident_id: str, transition: str, signal: str, title: str,
+                  at: float, evidence: dict, run_url: str | None = None) -> dict:
+    """An alert about Goodput itself, shaped like an incident transition so routing and sinks treat it alike."""
+    config = alerting.config()
+    facts = {"dagster_url": config.ui_url(), **evidence}
+    steps = [step.format_map(_Leave(facts)) for step in config.monitor.playbook]
+    playbook = "\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1))
+    if config.monitor.escalation:
+        playbook += "\nEscalation: " + " -> ".join(config.monitor.escalation)
+    iso = datetime.fromtimestamp(at, tz=timezone.utc).isoformat()
+    return {
+        "incident_id": incident_id, "transition": transition, "transition_at": iso, "tier": config.monitor.tier,
+        "current_tier": config.monitor.tier, "tier_reason": f"{config.monitor.tier}: monitoring the monitor (alerting config)",
+        "title": title, "signal": signal, "family": MONITOR_FAMILY, "status": "resolved" if transition == "resolved" else "open",
+        "owner": config.monitor.owner, "entity_type": "goodput", "entity_id": signal, "run_id": None, "rank": None,
+        "ranks": [], "hosts": [], "gpus": [], "onset": iso, "opened": iso, "gpu_hours_at_risk": None,
+        "evidence": evidence, "playbook": playbook, "dagster_run_url": run_url,
+    }
+
+
+class _Leave(dict):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def step_errors(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """The failed steps' errors (the root cause's message, not Dagster's wrapper), for the alert's evidence."""
+    errors = []
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE):
+        event = record.dagster_event
+        error = getattr(event.event_specific_data, "error", None) if event else None
+        while error is not None and error.cause is not None:
+            error = error.cause
+        if error is not None:
+            errors.append(f"{event.step_key}: {error.message.strip()}")
+    return errors
+
+
+@dg.run_failure_sensor(name="goodput_run_failures", default_status=dg.DefaultSensorStatus.RUNNING,
+                       minimum_interval_seconds=30)
+def goodput_run_failures(context: dg.RunFailureSensorContext, warehouse: WarehouseResource, alerting: AlertingResource):
+    """Alert through the sinks when a Goodput run fails (ingest, checks, fold): until it is fixed,
+    Goodput is blind to new incidents."""
+    run = context.dagster_run
+    message = "; ".join(step_errors(context.instance, run.run_id)) or (
+        (context.failure_event.message or "") if context.failure_event else "")
+    evidence = {"job": run.job_name, "run_id": run.run_id, "error": message[:500],
+                "partition": run.tags.get("dagster/partition")}
+    alert = monitor_alert(alerting, incident_id=f"run-failed-{run.run_id}", transition="opened", signal="goodput_run_failed",
+                          title=f"Goodput run failed: {run.job_name} ({run.run_id[:8]})", at=utcnow(), evidence=evidence,
+                          run_url=alerting.run_url(run.run_id))
+    alerting.post_monitor_alert(alert)
+    context.log.info(f"{run_alerts(context, alerting, alerting.monitor_alerts())}; {mirror_attempts(warehouse, alerting)[1]}")
+
+
+def newest_raw_arrival(root: Path, hours_per_source: int = 2) -> float | None:
+    """The newest modification time (epoch s) among the raw zone's latest hour folders, or None."""
+    newest = None
+    if not root.is_dir():
+        return None
+    for source in sorted(p for p in root.iterdir() if p.is_dir()):
+        hours = sorted((h for d in source.iterdir() if d.is_dir() for h in d.iterdir() if h.is_dir()),
+                       key=lambda h: (h.parent.name, h.name), reverse=True)[:hours_per_source]
+        for hour in hours:
+            for path in hour.glob("*.jsonl"):
+                mtime = path.stat().st_mtime
+                newest = mtime if newest is None or mtime > newest else newest
+    return newest
+
+
+def last_detect_success(instance: dg.DagsterInstance) -> float | None:
+    records = instance.get_run_records(
+        dg.RunsFilter(job_name=detect_job.name, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=1)
+    return records[0].end_time if records else None
+
+
+def staleness(now: float, last: float | None, since: float, after_seconds: float) -> bool:
+    """Stale when the last event (or, never seen, the start of watching) is older than `after_seconds`."""
+    return now - (last if last is not None else since) > after_seconds
+
+
+@dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
+def goodput_staleness(context: dg.SensorEvaluationContext, warehouse: WarehouseResource, alerting: AlertingResource,
+                      raw_zone: RawZoneResource):
+    """Alert when no detect run has succeeded, or no raw data has arrived, for the configured time
+    (and resolve when it is fresh again). On by default, like the detect schedule."""
+    now = utcnow()
+    state = json.loads(context.cursor) if context.cursor else {"since": now, "open": {}}
+    monitor = alerting.config().monitor
+    watched = {
+        "detect": (last_detect_success(context.instance), monitor.stale_detect_after_seconds,
+                   "no detect run has completed", "goodput_stale_detect"),
+        "raw": (newest_raw_arrival(Path(raw_zone.root)), monitor.stale_raw_after_seconds,
+                "no raw data has arrived", "goodput_stale_raw"),
+    }
+    notes = []
+    for kind, (last, after, what, signal) in watched.items():
+        stale = staleness(now, last, state["since"], after)
+        episode = state["open"].get(kind)
+        last_text = datetime.fromtimestamp(last, tz=timezone.utc).isoformat() if last else "never"
+        if stale and not episode:
+            basis = last if last is not None else state["since"]
+            iid = f"stale-{kind}-" + hashlib.sha1(f"{kind}|{basis}".encode()).hexdigest()[:12]
+            evidence = {"last": last_text, "stale_after_seconds": after, "silent_seconds": round(now - basis)}
+            alerting.post_monitor_alert(monitor_alert(
+                alerting, incident_id=iid, transition="opened", signal=signal, at=now, evidence=evidence,
+                title=f"Goodput is stale: {what} for {round((now - basis) / 60)} min (last: {last_text})"))
+            state["open"][kind] = {"id": iid, "title": what}
+            notes.append(f"{kind} stale")
+        elif not stale and episode:
+            alerting.post_monitor_alert(monitor_alert(
+                alerting, incident_id=episode["id"], transition="resolved", signal=signal, at=now,
+                evidence={"last": last_text}, title=f"Goodput is fresh again: {what} resolved (last: {last_text})"))
+            del state["open"][kind]
+            notes.append(f"{kind} fresh again")
+    context.update_cursor(json.dumps(state, sort_keys=True))
+    delivered = run_alerts(context, alerting, alerting.monitor_alerts())
+    if notes:
+        delivered += f"; {mirror_attempts(warehouse, alerting)[1]}"
+    return dg.SkipReason("; ".join(notes + [delivered]) if notes else f"fresh or already alerted; {delivered}")

@@ -3,12 +3,15 @@
 DuckDB allows one writing process per file. Writers (assets and checks) share the Dagster pool
 `warehouse` (limit 1) and hold short connections; readers outside runs (sensors, the CLI) open
 read-only and treat a held lock as "try later" (`WarehouseBusy`), never as a crash.
-The schema is owned by the numbered migrations in `sql/migrations/`, applied on first write.
+The schema is owned by the numbered migrations in `sql/migrations/`, applied on first write; the
+analyst views in `sql/views/` are (re)created after them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,6 +68,37 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
     return applied
 
 
+VIEWS_COMMENT = "goodput analyst view "
+
+
+def views() -> list[tuple[str, str]]:
+    """(name, sql) for every `sql/views/NNN_name.sql`, in order: a view may read the views before it."""
+    return [(path.stem, path.read_text()) for path in sorted((SQL_ROOT / "views").glob("*.sql"))]
+
+
+def create_views(con: duckdb.DuckDBPyConnection, force: bool = False) -> bool:
+    """(Re)create the analyst views, unless the same texts are already there; returns whether it ran.
+
+    Views keep stable names for analysts while the tables under them change: they are re-created
+    from `sql/views/` after the migrations, so a view always binds to the current tables. Each view
+    carries a hash of all view files as its comment; a matching set is left alone (no catalog churn
+    on every write connect). A view that no longer binds is logged and skipped, never fatal: the
+    runs that write the warehouse must not stop over an analyst view (tests/test_views.py guards them).
+    """
+    found = views()
+    stamp = VIEWS_COMMENT + hashlib.sha1("\0".join(text for _, text in found).encode()).hexdigest()[:16]
+    current = con.execute("SELECT count(*) FROM duckdb_views() WHERE comment = $c", {"c": stamp}).fetchone()[0]
+    if not force and current == len(found):
+        return False
+    for name, text in found:
+        try:
+            con.execute(text)  # CREATE OR REPLACE VIEW: atomic on its own
+            con.execute(f"COMMENT ON VIEW {name.split('_', 1)[1]} IS '{stamp}'")  # our own file name; stamp is hex
+        except duckdb.Error as error:
+            logging.getLogger(__name__).warning("analyst view sql/views/%s.sql skipped: %s", name, " ".join(str(error).split()))
+    return True
+
+
 @contextlib.contextmanager
 def transaction(con: duckdb.DuckDBPyConnection, **frames) -> Iterator[duckdb.DuckDBPyConnection]:
     """Register `frames` as views and run the block in one transaction: all of it lands, or none."""
@@ -99,7 +133,8 @@ class WarehouseResource(dg.ConfigurableResource):
         try:
             con.execute("SET TimeZone = 'UTC'")
             if not read_only:
-                migrate(con)
+                applied = migrate(con)
+                create_views(con, force=bool(applied))
             yield con
         finally:
             con.close()

@@ -44,6 +44,8 @@ def test_rank_and_gpu_faults_match_the_incidents_that_name_them():
                                "gpus": ["node-0:3"]})
     run_incident = pd.Series({"entity_type": "run", "entity_id": "llm-a", "run_id": "llm-a", "rank": None,
                               "ranks": [3, 5], "gpus": ["node-0:3", "node-0:5"]})
+    stuck_run = pd.Series({"entity_type": "run", "entity_id": "llm-a", "run_id": "llm-a", "rank": None,
+                           "ranks": [], "gpus": ["node-0:3", "node-0:5"]})
     assert _entity_matches(rank_incident, "rank:llm-a/rank-3")
     assert _entity_matches(rank_incident, "gpu:node-0:3")        # a throttled GPU shows as its rank straggling
     assert _entity_matches(rank_incident, "run:llm-a")
@@ -51,3 +53,5 @@ def test_rank_and_gpu_faults_match_the_incidents_that_name_them():
     assert not _entity_matches(rank_incident, "rank:llm-a/rank-4")
     assert not _entity_matches(rank_incident, "gpu:node-1:3")
     assert not _entity_matches(run_incident, "rank:llm-b/rank-3")
+    assert not _entity_matches(run_incident, "rank:llm-a/rank-4")   # names other ranks
+    assert _entity_matches(stuck_run, "rank:llm-a/rank-4")          # the whole run stuck: every rank

@@ -8,6 +8,10 @@ Expected failures raise `orchestration.cli.CliError` (one line on stderr, exit 2
 import importlib
 
 MODULES: list[str] = [
+    "incidents",
+    "agent",
+    "sql",
+    "report",
 ]
 
 

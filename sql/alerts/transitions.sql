@@ -1,10 +1,10 @@
--- Every incident transition an alert sink should hear about, oldest first.
-WITH t AS (
-    SELECT *, 'opened' AS transition, opened AS transition_at FROM incidents
-    UNION ALL
-    SELECT *, 'resolved' AS transition, resolved AS transition_at FROM incidents WHERE status = 'resolved'
-)
-SELECT incident_id, transition, transition_at, title, signal, family, tier, status, owner, entity_type, entity_id,
-       run_id, rank, hosts, gpus, endpoint, model_version, checkpoint, onset, opened, last_seen, resolved,
-       gpu_hours_at_risk, evidence, playbook
-FROM t ORDER BY transition_at, incident_id, transition;
+-- Every incident transition (opened, escalated, resolved) an alert sink should hear about, oldest first.
+-- `tier` is the tier the alert announces (from that transition on); `current_tier` the incident's now.
+SELECT t.incident_id, t.transition, t.seq, t.transition_at, t.tier, t.reason AS tier_reason,
+       t.gpu_hours_at_risk AS transition_gpu_hours, i.tier AS current_tier, i.default_tier,
+       i.title, i.signal, i.family, i.status, i.owner, i.entity_type, i.entity_id, i.run_id, i.rank, i.ranks,
+       i.hosts, i.gpus, i.endpoint, i.model_version, i.checkpoint, i.onset, i.opened, i.last_seen, i.resolved,
+       i.gpu_hours_at_risk, i.evidence, i.playbook, i.correlation_id, i.episode, i.previous_incident_id
+FROM incident_transitions t
+JOIN incidents i USING (incident_id)
+ORDER BY t.transition_at, t.incident_id, t.seq;

@@ -13,7 +13,6 @@ WITH lines AS (
     SELECT *,
            CASE WHEN is_object THEN json_transform(raw, $fields) END AS rec,
            CASE WHEN is_object THEN json_transform(raw, $text_fields) END AS txt,
-           CASE WHEN is_object THEN json_transform(raw, $text_fields) END AS txt,
            CASE WHEN is_object THEN TRY_CAST(raw ->> 'time' AS TIMESTAMPTZ) AT TIME ZONE 'UTC' END AS ts
     FROM lines
 ), judged AS (
@@ -28,6 +27,8 @@ SELECT file, line, raw, rec, ts AS time,
            WHEN NOT complete AND NOT json_valid(raw) THEN 'truncated: last line has no newline and is not valid JSON'
            WHEN NOT json_valid(raw) THEN 'not valid JSON'
            WHEN NOT is_object THEN 'not a JSON object'
+           -- A producer that parsed a foreign format (exposition text, logs) passes on what it rejected.
+           WHEN json_type(raw, '$.quarantine_reason') = 'VARCHAR' THEN 'rejected by producer: ' || (raw ->> 'quarantine_reason')
            WHEN missing <> '' THEN 'missing required field(s): ' || missing
            WHEN mistyped <> '' THEN 'wrong type for field(s): ' || mistyped
            WHEN ts IS NULL THEN 'time is not an ISO-8601 timestamp'

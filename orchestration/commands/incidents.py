@@ -1,0 +1,126 @@
+"""`goodput incidents`: the incidents for people at a terminal (list; `show ID` with playbook and lineage).
+
+Reads the warehouse read-only; while a run holds the write lock it says so in one line and exits 2.
+"""
+
+import argparse
+import contextlib
+import json
+
+from orchestration.cli import CliError, use_home
+
+LIST_SQL = """
+SELECT incident_id, tier, status, title, onset, last_seen, gpu_hours_at_risk, owner, correlation_id
+FROM incidents
+WHERE ($status = 'all' OR status = $status) AND ($tier IS NULL OR tier = $tier)
+ORDER BY status = 'open' DESC, tier, opened DESC, incident_id
+LIMIT $limit
+"""
+
+
+@contextlib.contextmanager
+def _connect(home):
+    import duckdb
+
+    from orchestration.home import warehouse_path
+    from orchestration.warehouse import WarehouseResource
+
+    with WarehouseResource(path=str(warehouse_path(home))).connect(read_only=True, wait_seconds=5) as con:
+        try:
+            yield con
+        except duckdb.CatalogException:
+            raise CliError(f"{warehouse_path(home)} predates incident tracking: run `goodput demo` or any Goodput run "
+                           "to migrate it") from None
+
+
+def cmd_list(args) -> int:
+    home = use_home(args.home)
+    with _connect(home) as con:
+        rows = con.execute(LIST_SQL, {"status": args.status, "tier": args.tier, "limit": args.limit}).df()
+    if rows.empty:
+        print(f"no {'' if args.status == 'all' else args.status + ' '}incidents in {home}")
+        return 0
+    print(f"{'incident':<21}{'tier':<6}{'status':<10}{'onset':<21}{'last seen':<21}{'GPU-h':>8}  {'owner':<9}title")
+    for r in rows.itertuples():
+        print(f"{r.incident_id:<21}{r.tier:<6}{r.status:<10}{r.onset:%Y-%m-%d %H:%M:%S}  {r.last_seen:%Y-%m-%d %H:%M:%S}  "
+              f"{r.gpu_hours_at_risk or 0:>8.2f}  {r.owner:<9}{r.title}")
+    return 0
+
+
+def cmd_show(args) -> int:
+    from orchestration.sinks import journal_path
+
+    home = use_home(args.home)
+    with _connect(home) as con:
+        found = con.execute("SELECT * FROM incidents WHERE incident_id = $id", {"id": args.incident_id}).df()
+        if found.empty:
+            raise CliError(f"no incident {args.incident_id} in {home}: `goodput incidents` lists them")
+        inc = found.iloc[0]
+        transitions = con.execute("SELECT * FROM incident_transitions WHERE incident_id = $id ORDER BY seq",
+                                  {"id": inc.incident_id}).df()
+        related = con.execute("SELECT incident_id, tier, status, title FROM incidents WHERE correlation_id = $c "
+                              "AND incident_id <> $id ORDER BY onset", {"c": inc.correlation_id, "id": inc.incident_id}).df()
+        started = con.execute("SELECT payload FROM lineage_events WHERE event = 'run_started' AND run_id = $r "
+                              "ORDER BY time DESC LIMIT 1", {"r": inc.run_id}).fetchone()
+    attempts = [json.loads(line) for line in _lines(journal_path(home))]
+    print(f"{inc.incident_id}  [{inc.tier}] {inc.status}  {inc.title}")
+    print(f"  signal {inc.signal} ({inc.family})  owner {inc.owner}  episode {inc.episode}"
+          + (f" (reopens {inc.previous_incident_id})" if inc.previous_incident_id else ""))
+    print(f"  tier: {inc.tier_reason}")
+    print(f"  onset {inc.onset}  opened {inc.opened}  last seen {inc.last_seen}  resolved {_or(inc.resolved, '-')}")
+    print(f"  GPU-hours at risk {inc.gpu_hours_at_risk:.2f}  findings {inc.findings}")
+    print("\nLineage")
+    print(f"  {inc.entity_type} {inc.entity_id}" + ("" if inc.entity_type == "run" else f"   run {_or(inc.run_id, '-')}"))
+    ranks = list(inc.ranks) if inc.ranks is not None else []
+    if ranks:
+        print(f"  ranks {', '.join(str(r) for r in ranks)}")
+    print(f"  hosts {', '.join(inc.hosts) or '-'}   GPUs {', '.join(inc.gpus) or '-'}")
+    print(f"  last checkpoint before onset: {_or(inc.checkpoint, 'none recorded')}")
+    if started:
+        run = json.loads(started[0])
+        print("  run started: " + ", ".join(f"{k} {run[k]}" for k in ("job", "git_sha", "config_hash", "dataset", "world_size")
+                                          if run.get(k) is not None))
+    if not related.empty:
+        print(f"  correlated ({inc.correlation_id}):")
+        for r in related.itertuples():
+            print(f"    {r.incident_id}  [{r.tier}] {r.status}  {r.title}")
+    print("\nEvidence")
+    for key, value in sorted(json.loads(inc.evidence or "{}").items()):
+        print(f"  {key}: {value}")
+    print("\nTransitions")
+    for t in transitions.itertuples():
+        key = f"{inc.incident_id}:{t.transition}"
+        sinks = sorted({a["sink"] for a in attempts if a["dedup_key"] == key and a["outcome"] == "delivered"})
+        failed = sum(1 for a in attempts if a["dedup_key"] == key and a["outcome"] != "delivered")
+        print(f"  {t.transition_at}  {t.transition:<9} {t.tier}  {t.reason}")
+        print(f"      delivered to {', '.join(sinks) or 'no sink yet'}" + (f"; {failed} failed attempt(s)" if failed else ""))
+    print("\nPlaybook")
+    for line in inc.playbook.splitlines():
+        print(f"  {line}")
+    return 0
+
+
+def _or(value, default):
+    try:
+        missing = value is None or value != value   # None, NaN, NaT
+    except (TypeError, ValueError):
+        missing = False
+    return default if missing else value
+
+
+def _lines(path):
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("incidents", help="list incidents, or show one with its playbook and lineage")
+    p.add_argument("--home", help="GOODPUT_HOME (default: $GOODPUT_HOME or ./.goodput)")
+    p.add_argument("--status", choices=("open", "resolved", "all"), default="all")
+    p.add_argument("--tier", choices=("SEV1", "SEV2", "SEV3"))
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(func=cmd_list)
+    actions = p.add_subparsers(dest="action")
+    show = actions.add_parser("show", help="one incident: tier and why, lineage, evidence, transitions, playbook")
+    show.add_argument("incident_id")
+    show.add_argument("--home", default=argparse.SUPPRESS, help="GOODPUT_HOME (default: $GOODPUT_HOME or ./.goodput)")
+    show.set_defaults(func=cmd_show)

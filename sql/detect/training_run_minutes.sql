@@ -1,0 +1,35 @@
+-- A run's per-minute training series with its trailing baselines (from `run_minutes`), for every
+-- run with records in [$start, $end), plus $lookback_minutes of history before $start (rows with
+-- `tick` NULL: they feed the detectors' trailing windows and persistence but are not reported).
+-- `tick` = minute + 1 minute, when the minute's evidence is complete. `hosts` / `gpus` name where
+-- the run's ranks ran (from `rank_minutes`). Shared by the run-level training signals.
+WITH runs AS (
+    SELECT DISTINCT run_id FROM run_minutes WHERE minute >= $start AND minute < $end
+), first_seen AS (   -- each run's first minute: warm-up is judged by the run's age
+    SELECT run_id, min(minute) AS first_minute FROM run_minutes SEMI JOIN runs USING (run_id) GROUP BY run_id
+), placement AS (
+    SELECT run_id,
+           list(DISTINCT host ORDER BY host) FILTER (WHERE host IS NOT NULL) AS hosts,
+           list(DISTINCT host || ':' || gpu_index ORDER BY host || ':' || gpu_index)
+               FILTER (WHERE host IS NOT NULL AND gpu_index IS NOT NULL) AS gpus
+    FROM rank_minutes SEMI JOIN runs USING (run_id)
+    WHERE minute >= $start AND minute < $end
+    GROUP BY run_id
+)
+SELECT m.run_id, m.minute,
+       CASE WHEN m.minute >= $start THEN m.minute + INTERVAL 1 MINUTE END AS tick,
+       m.world_size, m.ranks_reporting, m.steps_completed, m.last_step,
+       m.loss, m.loss_min, m.loss_max, m.nonfinite_losses, m.nan_iterations_total, m.skipped_iterations_total,
+       m.grad_norm, m.grad_norm_max, m.loss_scale, m.learning_rate,
+       m.tokens_per_second, m.step_seconds, m.step_seconds_max, m.data_seconds, m.compute_seconds, m.collective_seconds,
+       m.step_seconds_baseline, m.step_seconds_mad, m.tokens_per_second_baseline, m.tokens_per_second_mad,
+       m.loss_baseline, m.loss_mad, m.grad_norm_baseline, m.grad_norm_mad,
+       m.collective_seconds_baseline, m.collective_seconds_mad,
+       m.baseline_window_minutes, m.baseline_minutes,
+       s.first_minute,
+       coalesce(p.hosts, []) AS hosts, coalesce(p.gpus, []) AS gpus
+FROM run_minutes m SEMI JOIN runs USING (run_id)
+LEFT JOIN placement p USING (run_id)
+LEFT JOIN first_seen s USING (run_id)
+WHERE m.minute >= $start - to_seconds(60 * $lookback_minutes) AND m.minute < $end
+ORDER BY m.run_id, m.minute;

@@ -1,0 +1,5 @@
+-- Replace one hour of serving_metrics with the partition's good lines.
+DELETE FROM serving_metrics WHERE time >= $start AND time < $end;
+INSERT INTO serving_metrics BY NAME
+SELECT unnest(rec), time, file AS source_file, line AS source_line
+FROM parsed WHERE reason IS NULL ORDER BY file, line;

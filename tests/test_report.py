@@ -1,0 +1,145 @@
+"""`goodput report RUN_ID` and the plotting functions behind it.
+
+The report runs on the small scenario processed through the real assets; the plots are pure
+functions, tested on frames with a known shape (a hang window, a straggling rank, no data at all).
+PNG copies go to `$GOODPUT_TEST_ARTIFACTS/report/` (default `test-artifacts/report/`) to look at.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import matplotlib.image
+import numpy as np
+import pandas as pd
+import pytest
+
+from assets.incidents import incidents
+from assets.ingest import ingest_assets
+from checks.asset_checks import signal_checks
+from orchestration.definitions import resources_for
+from orchestration.plots import markdown_image, rank_plot, run_plot
+from simulator import load_scenario, simulate
+from tests.conftest import SMALL
+
+REPO = Path(__file__).resolve().parent.parent
+GOODPUT = [sys.executable, "-m", "orchestration.cli"]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def artifacts() -> Path:
+    root = Path(os.environ.get("GOODPUT_TEST_ARTIFACTS", REPO / "test-artifacts")) / "report"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def goodput(*args):
+    env = {k: v for k, v in os.environ.items() if k not in ("GOODPUT_HOME", "DAGSTER_HOME")}
+    return subprocess.run([*GOODPUT, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("report")
+    simulate(load_scenario(SMALL), home)
+    resources = resources_for(home)
+    with dg.instance_for_test() as instance:
+        for key in ("2026-11-30-00:00", "2026-11-30-01:00"):
+            assert dg.materialize([*ingest_assets, *signal_checks], resources=resources, partition_key=key, instance=instance).success
+        assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources, instance=instance).success
+    return home
+
+
+def pixels(png: bytes) -> np.ndarray:
+    return matplotlib.image.imread(io.BytesIO(png), format="png")
+
+
+def test_report_writes_a_page_with_the_plots_and_the_incident(home):
+    done = goodput("report", "llm-small", "--home", str(home))
+    assert done.returncode == 0, done.stderr
+    out = home / "reports" / "llm-small"
+    assert str(out / "index.html") in done.stdout
+    page = (out / "index.html").read_text()
+    for expected in ('<img src="run.png"', '<img src="ranks.png"', "Run busy but not progressing: run llm-small",
+                     "busy_not_progressing", "SEV1", "/checkpoints/llm-small/step-002500", "Restarts (0)"):
+        assert expected in page, expected
+    assert "GPU-hours productive" in page and "goodput" in page
+    for name in ("run.png", "ranks.png"):
+        data = (out / name).read_bytes()
+        assert data.startswith(PNG_MAGIC) and pixels(data).shape[1] >= 800
+        shutil.copy(out / name, artifacts() / f"llm-small-{name}")
+    assert not list(out.glob(".*"))  # no temporary files left behind
+
+
+def test_report_on_an_unknown_run_lists_the_known_ones(home, tmp_path):
+    done = goodput("report", "no-such-run", "--home", str(home), "--out", str(tmp_path / "r"))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "no-such-run" in done.stderr and "llm-small" in done.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_incident_plots_asset_attaches_the_pictures_and_skips_when_nothing_changed(home):
+    from assets.incident_plots import incident_plots
+
+    resources = resources_for(home)
+    with dg.instance_for_test() as instance:
+        first = dg.materialize([incident_plots], resources=resources, instance=instance)
+        (event,) = first.asset_materializations_for_node("incident_plots")
+        meta = event.metadata
+        assert meta["runs"].value == ["llm-small"]  # no incident is open: the latest incident's run
+        markdown = meta["run llm-small"].value
+        assert markdown.count("](data:image/png;base64,") == 2 and "Run busy but not progressing" in markdown
+        assert len(markdown) < 400_000  # small pictures: they live in the event log
+        again = dg.materialize([incident_plots], resources=resources, instance=instance)
+        assert again.success and again.asset_materializations_for_node("incident_plots") == []
+
+
+# --------------------------------------------------------------------------- the plots, pure
+
+MINUTES = pd.date_range("2026-11-30 00:00", periods=120, freq="min")
+HANG = pd.DataFrame({"window_start": [MINUTES[50]], "window_end": [MINUTES[70]],
+                     "signal": ["busy_not_progressing"], "tier": ["SEV1"]})
+
+
+def series() -> pd.DataFrame:
+    k = np.arange(len(MINUTES), dtype=float)
+    frame = pd.DataFrame({"minute": MINUTES, "loss": 2 + 7 * np.exp(-k / 30), "step_seconds": 2.0 + 0.01 * np.sin(k),
+                          "grad_norm": 1 + 1 / (1 + k)})
+    frame.loc[51:69, ["loss", "step_seconds", "grad_norm"]] = np.nan  # no steps during the hang
+    return frame
+
+
+def test_run_plot_shades_the_incident_window():
+    plain, shaded = run_plot(series(), None), run_plot(series(), HANG, title="hang")
+    assert plain.startswith(PNG_MAGIC) and shaded.startswith(PNG_MAGIC)
+    (artifacts() / "run_plot_hang.png").write_bytes(shaded)
+    a, b = pixels(plain), pixels(shaded)
+    assert a.shape == b.shape
+    # shading adds red-tinted pixels (SEV1 colour) that the plain plot does not have
+    red = lambda img: ((img[..., 0] > 0.9) & (img[..., 1] < 0.9) & (img[..., 1] > 0.75)).sum()  # noqa: E731
+    assert red(b) > red(a) + 10_000
+
+
+def test_rank_plot_shows_a_straggler_above_its_peers():
+    rows = [{"rank": r, "minute": m, "step_seconds": 2.0 + (0.8 if r == 3 and i >= 60 else 0.0)}
+            for r in range(4) for i, m in enumerate(MINUTES)]
+    png = rank_plot(pd.DataFrame(rows), None, title="rank 3 straggles from 01:00")
+    (artifacts() / "rank_plot_straggler.png").write_bytes(png)
+    assert png.startswith(PNG_MAGIC) and pixels(png).shape[1] >= 800
+
+
+def test_plots_of_no_data_still_render():
+    empty = pd.DataFrame(columns=["minute", "loss", "step_seconds", "grad_norm"])
+    assert run_plot(empty).startswith(PNG_MAGIC)
+    assert rank_plot(pd.DataFrame(columns=["rank", "minute", "step_seconds"])).startswith(PNG_MAGIC)
+
+
+def test_markdown_image_embeds_the_png():
+    md = markdown_image(b"\x89PNG-bytes", "loss")
+    assert md.startswith("![loss](data:image/png;base64,") and md.endswith(")")
