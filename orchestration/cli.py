@@ -126,11 +126,12 @@ def _print_incidents(incidents) -> None:
 
 
 def _print_score(table) -> None:
-    header = (f"  {'fault':<12}{'injected':>9}{'detected':>9}{'missed':>7}{'false alarms':>13}"
+    width = max([12, *(len(t) + 1 for t in table["fault_type"])])
+    header = (f"  {'fault':<{width}}{'injected':>9}{'detected':>9}{'missed':>7}{'false alarms':>13}"
               f"{'precision':>10}{'recall':>7}{'delay p50':>10}{'delay p95':>10}")
     _say(header)
     for r in table.itertuples():
-        _say(f"  {r.fault_type:<12}{r.injected:>9}{r.detected:>9}{r.missed:>7}{r.false_alarms:>13}"
+        _say(f"  {r.fault_type:<{width}}{r.injected:>9}{r.detected:>9}{r.missed:>7}{r.false_alarms:>13}"
              f"{r.precision:>10.2f}{r.recall:>7.2f}{_secs(r.delay_median_s):>10}{_secs(r.delay_p95_s):>10}")
 
 
@@ -245,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `goodput ... | head`: the reader has what it wanted
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":
