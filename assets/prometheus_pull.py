@@ -6,7 +6,8 @@ partition, or backfill, once Prometheus is back).
 
 It writes raw-zone files only (`raw/gpu_samples/.../prometheus.jsonl`, `raw/serving_metrics/...`),
 never the warehouse, so it needs no warehouse pool; the ingest assets load those files like any
-other producer's, with the same idempotence and quarantine. Off (a no-op) when no URL is set.
+other producer's, with the same idempotence and quarantine. Off (a no-op) when the sources file's
+`sources:` list leaves `prometheus` out, or, with no list, when no URL is set.
 """
 
 import dagster as dg
@@ -24,10 +25,16 @@ def prometheus_pull(context: dg.AssetExecutionContext, prometheus: PrometheusRes
     query_range into the raw zone; re-pulling an hour replaces its files, so ingest never doubles."""
     try:
         config = prometheus.config()
+        sources = prometheus.sources_file()
     except ConfigError as error:
         raise dg.Failure(str(error)) from None
+    if not sources.uses("prometheus", default=bool(config.url)):
+        note = (f"prometheus is not in the sources file's `sources:` ({', '.join(sources.names())})"
+                if sources.explicit else "no Prometheus URL configured")
+        return dg.MaterializeResult(metadata={"enabled": False, "note": note})
     if not config.url:
-        return dg.MaterializeResult(metadata={"enabled": False, "note": "no Prometheus URL configured"})
+        raise dg.Failure(f"{prometheus.config_file}: sources lists `prometheus` but no URL is set; "
+                         "add `prometheus: {url: ...}` or set GOODPUT_PROMETHEUS_URL")
     window = context.partition_time_window
     try:
         result = pull_window(config, raw_zone.root, window.start, window.end)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from orchestration.progress import Ticker  # noqa: E402
 from sources.nvml_agent import NvmlAgent, run_agent  # noqa: E402
 
 
@@ -29,8 +30,9 @@ def main() -> int:
         from tests.test_nvml_agent import FakeGpu, make_fake_nvml
         nvml = make_fake_nvml([FakeGpu(i, xid_events=True, pids=[1]) for i in range(args.gpus)])
     agent = NvmlAgent(nvml, host="bench")
-    agent.open()
-    with tempfile.TemporaryDirectory() as raw:
+    with Ticker() as ticker, tempfile.TemporaryDirectory() as raw:   # a status line on a terminal only
+        agent.open(progress=lambda i, n, what: ticker.update(f"{what} ({i}/{n})"))
+        ticker.update(f"{args.samples} samples of {len(agent.gpus)} GPU(s)")
         stats = run_agent(agent, raw, interval=0, count=args.samples, stats_every=0, log=lambda m: None)
     kind = "real NVML" if args.real else "fake NVML"
     print(f"{kind}, {len(agent.gpus)} GPU(s), {stats.samples} samples: CPU {stats.cpu_ms_per_sample:.3f} ms per sample "

@@ -59,7 +59,7 @@ def _reset_demo_home(home: Path) -> None:
     marker = home / DEMO_MARKER
     if home.exists() and any(home.iterdir()) and not marker.exists():
         raise CliError(f"{home} holds data that the demo did not write; pass --home to an empty folder")
-    for name in ("raw", "alerts", "reports", "ground_truth.jsonl", "warehouse.duckdb", "warehouse.duckdb.wal"):
+    for name in ("raw", "alerts", "reports", "checkpoints", "ground_truth.jsonl", "warehouse.duckdb", "warehouse.duckdb.wal"):
         target = home / name
         if target.is_dir():
             shutil.rmtree(target)
@@ -108,11 +108,8 @@ def _read_incidents(home: Path):
     with WarehouseResource(path=str(warehouse_path(home))).connect(read_only=True, wait_seconds=30) as con:
         incidents = sql.frame(con, "alerts/transitions")
         incidents = incidents[incidents["transition"] == "opened"]
-        counts = con.execute(
-            "SELECT (SELECT count(*) FROM gpu_samples), (SELECT count(*) FROM training_steps), "
-            "(SELECT count(*) FROM lineage_events), (SELECT count(*) FROM quarantine)"
-        ).fetchone()
-    return incidents, dict(zip(("gpu_samples", "training_steps", "lineage_events", "quarantined"), counts))
+        counts = dict(sql.run(con, "ingest/row_counts").fetchall())
+    return incidents, counts
 
 
 def _print_incidents(incidents) -> None:

@@ -57,12 +57,17 @@ def _entity_matches(incident: pd.Series, entity: str) -> bool:
     return False
 
 
-def match(truth: pd.DataFrame, incidents: pd.DataFrame, tolerance_seconds: float = 600.0) -> pd.DataFrame:
-    """One row per fault: the incidents that caught it, and the delay of the first."""
+def match(truth: pd.DataFrame, incidents: pd.DataFrame, tolerance_seconds: float = 600.0,
+          registry=REGISTRY) -> pd.DataFrame:
+    """One row per fault: the incidents that caught it, and the delay of the first.
+
+    `registry` maps fault types to signals (`for_fault`, iteration); the benchmark passes the
+    baseline rules' own (bench/baseline.py) to score generic threshold alerts the same way.
+    """
     tol = pd.Timedelta(seconds=tolerance_seconds)
     rows = []
     for fault in truth.itertuples():
-        signals = {s.name for s in REGISTRY.for_fault(fault.type)}
+        signals = {s.name for s in registry.for_fault(fault.type)}
         hits = incidents[
             incidents["signal"].isin(signals)
             & (incidents["onset"] <= fault.end + tol)
@@ -79,15 +84,16 @@ def match(truth: pd.DataFrame, incidents: pd.DataFrame, tolerance_seconds: float
     return pd.DataFrame(rows, columns=["type", "entity", "onset", "end", "incident_ids", "detected", "delay_s"])
 
 
-def score(truth: pd.DataFrame, incidents: pd.DataFrame, tolerance_seconds: float = 600.0) -> pd.DataFrame:
+def score(truth: pd.DataFrame, incidents: pd.DataFrame, tolerance_seconds: float = 600.0,
+          registry=REGISTRY) -> pd.DataFrame:
     """Per fault type: injected, detected, missed, incidents, false alarms, precision, recall, delay."""
-    matched = match(truth, incidents, tolerance_seconds)
+    matched = match(truth, incidents, tolerance_seconds, registry)
     true_ids = set().union(*matched["incident_ids"]) if not matched.empty else set()
-    types = sorted(set(truth["type"]) | {t for s in REGISTRY for t in s.fault_types if s.name in set(incidents["signal"])})
+    types = sorted(set(truth["type"]) | {t for s in registry for t in s.fault_types if s.name in set(incidents["signal"])})
     rows = []
     for fault_type in types:
         faults = matched[matched["type"] == fault_type]
-        signals = {s.name for s in REGISTRY.for_fault(fault_type)}
+        signals = {s.name for s in registry.for_fault(fault_type)}
         mine = incidents[incidents["signal"].isin(signals)]
         false_alarms = int((~mine["incident_id"].isin(true_ids)).sum())
         delays = faults["delay_s"].dropna()

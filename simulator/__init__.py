@@ -6,10 +6,11 @@ ground-truth list of injected faults for it.
 """
 
 from .scenario import FAULT_TYPES, Scenario, ScenarioError, load_scenario, scenario_from_dict
-from .simulate import SOURCES, simulate
+from .simulate import SERVING_SOURCES, SOURCES, simulate
 
 __all__ = [
     "FAULT_TYPES",
+    "SERVING_SOURCES",
     "SOURCES",
     "Scenario",
     "ScenarioError",

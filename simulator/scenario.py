@@ -25,13 +25,18 @@ import yaml
 __all__ = [
     "FAULT_TYPES",
     "NCCL_TIMEOUT",
+    "CheckpointFiles",
     "Cluster",
+    "Endpoint",
     "Failure",
     "Fault",
     "FaultType",
     "GpuSpec",
+    "Latency",
     "LearningRate",
     "LossCurve",
+    "PredictionLog",
+    "Promotion",
     "Run",
     "Scenario",
     "ScenarioError",
@@ -217,6 +222,17 @@ class LearningRate:
 
 
 @dataclass(frozen=True)
+class CheckpointFiles:
+    """Real (tiny) checkpoint files written under ``out_dir/<dir>/<run>/step-NNNNNN/``.
+
+    ``format``: ``safetensors`` (always available) or ``torch`` (``torch.save`` files when torch
+    is importable, else raw tensor bytes; either way with a ``goodput-manifest.json``)."""
+
+    dir: str = "checkpoints"
+    format: str = "safetensors"
+
+
+@dataclass(frozen=True)
 class Run:
     id: str
     start: datetime  # absolute, UTC
@@ -235,6 +251,7 @@ class Run:
     dataset: str
     eval_interval_steps: int | None = None  # evaluation pause after every N steps
     ordinary_noise: bool = False  # warm-up noise, per-rank grad-norm jitter, fp16 scale sawtooth
+    checkpoint_files: CheckpointFiles | None = None  # real files on disk (``checkpoints:``)
 
     @property
     def end(self) -> datetime:
@@ -285,6 +302,56 @@ class Fault:
 
 
 @dataclass(frozen=True)
+class Latency:
+    """A lognormal latency: median ``p50`` and 99th percentile ``p99`` (seconds)."""
+
+    p50: float
+    p99: float
+
+    @property
+    def sigma(self) -> float:
+        return math.log(self.p99 / self.p50) / 2.3263478740408408  # z of the 99th percentile
+
+
+@dataclass(frozen=True)
+class PredictionLog:
+    """Prediction records of an endpoint; a share get an outcome ``outcome_delay`` (x0.5-1.5) later."""
+
+    per_minute: float = 6.0
+    outcome_share: float = 0.5
+    outcome_delay: timedelta = timedelta(hours=2)
+    labels: tuple[str, ...] = ("positive", "negative", "neutral")
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """At ``at``, the latest checkpoint ``run`` saved before it is registered as a model version
+    (``<run>-step-NNNNNN``) and promoted to the endpoint."""
+
+    run: str
+    at: datetime  # absolute, UTC
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A serving endpoint (vLLM-style metrics, prediction log)."""
+
+    name: str
+    host: int | None
+    model_version: str  # served until the first promotion
+    requests_per_second: float
+    failure_ratio: float
+    ttft: Latency
+    itl: Latency
+    e2e: Latency
+    requests_waiting: float  # mean queue length
+    kv_cache_usage: float  # mean ratio
+    metrics_interval: timedelta
+    predictions: PredictionLog | None
+    promotions: tuple[Promotion, ...] = ()
+
+
+@dataclass(frozen=True)
 class Failure:
     """A run killed by a fault: ``rank`` died at ``death``; the job failed at ``fail``."""
 
@@ -304,6 +371,7 @@ class Scenario:
     runs: tuple[Run, ...]
     faults: tuple[Fault, ...]
     source: str = "<dict>"
+    endpoints: tuple[Endpoint, ...] = ()
 
     @property
     def end(self) -> datetime:
@@ -513,7 +581,8 @@ def load_scenario(path: str | Path) -> Scenario:
 def scenario_from_dict(data: Any, source: str = "<dict>", default_name: str = "scenario") -> Scenario:
     """Validate an already-parsed scenario document (the same shape as the file)."""
     p = _Parser(source)
-    top = p.mapping(data, "", {"seed", "start", "duration", "cluster", "runs"}, {"name", "faults"})
+    top = p.mapping(data, "", {"seed", "start", "duration", "cluster", "runs"},
+                    {"name", "faults", "endpoints"})
     name = p.string(top.get("name", default_name), "name", _ID_RE)
     seed = p.integer(top["seed"], "seed", minimum=0)
     start = p.timestamp(top["start"], "start")
@@ -537,8 +606,19 @@ def scenario_from_dict(data: Any, source: str = "<dict>", default_name: str = "s
     faults = tuple(_parse_fault(p, f, f"faults[{i}]", start, duration, runs, cluster)
                    for i, f in enumerate(faults_raw))
 
+    endpoints_raw = top.get("endpoints") or []
+    if not isinstance(endpoints_raw, list):
+        raise p.fail("endpoints", "expected a list", "write endpoints as a YAML list ('- name: ...')")
+    endpoints = tuple(_parse_endpoint(p, e, f"endpoints[{i}]", start, duration, runs, cluster)
+                      for i, e in enumerate(endpoints_raw))
+    names = [e.name for e in endpoints]
+    for i, n in enumerate(names):
+        if n in names[:i]:
+            raise p.fail(f"endpoints[{i}].name", f"duplicate endpoint name {n!r}",
+                         "give every endpoint its own name")
+
     scenario = Scenario(name=name, seed=seed, start=start, duration=duration, cluster=cluster,
-                        runs=runs, faults=faults, source=source)
+                        runs=runs, faults=faults, source=source, endpoints=endpoints)
     _check_stalls(p, scenario)
     _check_fault_placement(p, scenario)
     _check_gpu_sharing(p, scenario)
@@ -573,7 +653,7 @@ def _parse_run(p: _Parser, raw: Any, field: str, scenario_start: datetime,
     r = p.mapping(raw, field, {"id", "start", "duration", "hosts", "step_time", "loss"},
                   {"ranks", "checkpoint_interval_steps", "precision", "learning_rate",
                    "tokens_per_step", "checkpoint_bytes", "job", "dataset",
-                   "eval_interval_steps", "ordinary_noise"})
+                   "eval_interval_steps", "ordinary_noise", "checkpoints"})
     run_id = p.string(r["id"], f"{field}.id", _ID_RE)
     offset = p.duration(r["start"], f"{field}.start", positive=False)
     if offset >= scenario_duration:
@@ -661,6 +741,119 @@ def _parse_run(p: _Parser, raw: Any, field: str, scenario_start: datetime,
         dataset=p.string(r.get("dataset", "synthetic/web-text-v1"), f"{field}.dataset"),
         eval_interval_steps=eval_every,
         ordinary_noise=ordinary_noise,
+        checkpoint_files=_parse_checkpoints(p, r.get("checkpoints"), f"{field}.checkpoints"),
+    )
+
+
+CHECKPOINT_FORMATS = ("safetensors", "torch")
+
+
+def _parse_checkpoints(p: _Parser, raw: Any, field: str) -> CheckpointFiles | None:
+    if raw is None:
+        return None
+    c = p.mapping(raw, field, set(), {"dir", "format"})
+    default = CheckpointFiles()
+    folder = p.string(c.get("dir", default.dir), f"{field}.dir")
+    if ".." in Path(folder).parts:
+        raise p.fail(f"{field}.dir", f"{folder!r} climbs out with '..'",
+                     "use a folder under the output directory, or an absolute path")
+    fmt = c.get("format", default.format)
+    if fmt not in CHECKPOINT_FORMATS:
+        raise p.fail(f"{field}.format", f"unknown checkpoint format {fmt!r}",
+                     "use 'safetensors' or 'torch'")
+    return CheckpointFiles(dir=folder, format=fmt)
+
+
+def _parse_latency(p: _Parser, raw: Any, field: str) -> Latency:
+    m = p.mapping(raw, field, {"p50", "p99"}, set())
+    p50 = p.number(m["p50"], f"{field}.p50", positive=True)
+    p99 = p.number(m["p99"], f"{field}.p99", positive=True)
+    if p99 <= p50:
+        raise p.fail(f"{field}.p99", f"p99 {p99:g} is not above p50 {p50:g}", "make p99 > p50")
+    return Latency(p50=p50, p99=p99)
+
+
+def _parse_endpoint(p: _Parser, raw: Any, field: str, scenario_start: datetime,
+                    scenario_duration: timedelta, runs: tuple[Run, ...], cluster: Cluster) -> Endpoint:
+    e = p.mapping(raw, field, {"name", "requests_per_second", "ttft_seconds", "itl_seconds",
+                               "e2e_seconds"},
+                  {"host", "model_version", "failure_ratio", "requests_waiting", "kv_cache_usage",
+                   "metrics_interval", "predictions", "promotions"})
+    name = p.string(e["name"], f"{field}.name", _ID_RE)
+    host = e.get("host")
+    if host is not None:
+        host = p.integer(host, f"{field}.host", minimum=0)
+        if host >= cluster.hosts:
+            raise p.fail(f"{field}.host", f"host index {host} does not exist",
+                         f"use 0..{cluster.hosts - 1} (cluster.hosts is {cluster.hosts})")
+    failure_ratio = p.number(e.get("failure_ratio", 0.01), f"{field}.failure_ratio", minimum=0)
+    kv = p.number(e.get("kv_cache_usage", 0.4), f"{field}.kv_cache_usage", minimum=0)
+    for key, value in (("failure_ratio", failure_ratio), ("kv_cache_usage", kv)):
+        if value >= 1:
+            raise p.fail(f"{field}.{key}", f"{value:g} is not a ratio below 1", "use e.g. 0.4")
+    interval = p.duration(e.get("metrics_interval", "30s"), f"{field}.metrics_interval")
+    if interval < timedelta(seconds=1):
+        raise p.fail(f"{field}.metrics_interval", "shorter than 1s", "use e.g. '30s'")
+
+    predictions = None
+    if e.get("predictions") is not None:
+        pf = f"{field}.predictions"
+        pr = p.mapping(e["predictions"], pf, set(),
+                       {"per_minute", "outcome_share", "outcome_delay", "labels"})
+        d = PredictionLog()
+        share = p.number(pr.get("outcome_share", d.outcome_share), f"{pf}.outcome_share", minimum=0)
+        if share > 1:
+            raise p.fail(f"{pf}.outcome_share", f"{share:g} is above 1", "use a share in [0, 1]")
+        labels = pr.get("labels", list(d.labels))
+        if not isinstance(labels, list) or len(labels) < 2:
+            raise p.fail(f"{pf}.labels", "expected a list of at least two labels",
+                         "e.g. labels: [positive, negative]")
+        predictions = PredictionLog(
+            per_minute=p.number(pr.get("per_minute", d.per_minute), f"{pf}.per_minute", positive=True),
+            outcome_share=share,
+            outcome_delay=p.duration(pr.get("outcome_delay", "2h"), f"{pf}.outcome_delay"),
+            labels=tuple(p.string(x, f"{pf}.labels[{i}]") for i, x in enumerate(labels)),
+        )
+
+    promotions_raw = e.get("promotions") or []
+    if not isinstance(promotions_raw, list):
+        raise p.fail(f"{field}.promotions", "expected a list", "write '- {run: <id>, at: 1h}'")
+    by_id = {r.id: r for r in runs}
+    promotions = []
+    for i, pr in enumerate(promotions_raw):
+        pf = f"{field}.promotions[{i}]"
+        m = p.mapping(pr, pf, {"run", "at"}, set())
+        run_id = p.string(m["run"], f"{pf}.run")
+        if run_id not in by_id:
+            raise p.fail(f"{pf}.run", f"unknown run id {run_id!r}",
+                         f"use one of the runs: {', '.join(sorted(by_id)) or '(none)'}")
+        at = p.duration(m["at"], f"{pf}.at", positive=False)
+        if at >= scenario_duration:
+            raise p.fail(f"{pf}.at", "promotion is at or after the scenario ends",
+                         "use an offset from the scenario start that is inside 'duration'")
+        if scenario_start + at <= by_id[run_id].start:
+            raise p.fail(f"{pf}.at", f"run {run_id!r} has saved no checkpoint yet at {m['at']!r}",
+                         "promote after the run's first checkpoint")
+        if promotions and scenario_start + at <= promotions[-1].at:
+            raise p.fail(f"{pf}.at", "promotions are not in time order", "list them by 'at'")
+        promotions.append(Promotion(run=run_id, at=scenario_start + at))
+
+    return Endpoint(
+        name=name,
+        host=host,
+        model_version=p.string(e.get("model_version", f"{name}-base"), f"{field}.model_version"),
+        requests_per_second=p.number(e["requests_per_second"], f"{field}.requests_per_second",
+                                     positive=True),
+        failure_ratio=failure_ratio,
+        ttft=_parse_latency(p, e["ttft_seconds"], f"{field}.ttft_seconds"),
+        itl=_parse_latency(p, e["itl_seconds"], f"{field}.itl_seconds"),
+        e2e=_parse_latency(p, e["e2e_seconds"], f"{field}.e2e_seconds"),
+        requests_waiting=p.number(e.get("requests_waiting", 1.0), f"{field}.requests_waiting",
+                                  minimum=0),
+        kv_cache_usage=kv,
+        metrics_interval=interval,
+        predictions=predictions,
+        promotions=tuple(promotions),
     )
 
 

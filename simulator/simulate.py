@@ -9,6 +9,14 @@ for the scenario's time span, plus the faults it injected:
   per rank per completed step (the training-side client in each rank);
 * ``raw/lineage/<YYYY-MM-DD>/<HH>/<run>.jsonl`` - run_started,
   checkpoint_saved and run_ended events (the run's launcher);
+* with ``endpoints:``, ``raw/serving_metrics/.../<endpoint>.jsonl`` (one
+  record per metrics interval, as the Prometheus pull writes them),
+  ``raw/predictions/.../<endpoint>.jsonl`` and
+  ``raw/prediction_outcomes/.../<endpoint>.jsonl`` (as the predictions
+  importer writes them), and model versions registered from a run's checkpoint
+  and promoted to an endpoint in that run's lineage;
+* with a run's ``checkpoints:``, real tiny checkpoint files and their
+  ``goodput-manifest.json`` under ``out_dir/checkpoints/<run>/step-NNNNNN/``;
 * ``ground_truth.jsonl`` - one line per injected fault (plus one per effect a
   GPU fault has on the rank using that GPU, marked ``caused_by``).
 
@@ -40,11 +48,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .scenario import FAULT_TYPES, Failure, Fault, Run, Scenario, host_name
+from sources.client import MANIFEST_NAME, file_manifest
 
-__all__ = ["simulate", "SOURCES"]
+from .scenario import FAULT_TYPES, Endpoint, Failure, Fault, Run, Scenario, ScenarioError, host_name
+
+__all__ = ["simulate", "SOURCES", "SERVING_SOURCES"]
 
 SOURCES = ("gpu_samples", "training_steps", "lineage")
+SERVING_SOURCES = ("serving_metrics", "predictions", "prediction_outcomes")  # with ``endpoints:``
 _MS_PER_HOUR = 3_600_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ONE_MS = timedelta(milliseconds=1)
@@ -99,17 +110,23 @@ SW_POWER_CAP, HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, HW_POWER_BRAKE = 0x4, 0x8, 0x
 def simulate(scenario: Scenario, out_dir: str | Path) -> dict:
     """Write the raw zone and ground truth for ``scenario`` under ``out_dir``.
 
-    Replaces ``out_dir/raw/{gpu_samples,training_steps,lineage}`` and
-    ``out_dir/ground_truth.jsonl`` if present; leaves anything else alone.
-    Returns ``{"files", "rows": {source: n}, "faults", "start", "end"}``
-    where ``files`` counts the raw-zone files written and ``faults`` the
-    configured faults.
+    Replaces ``out_dir/raw/{gpu_samples,training_steps,lineage}`` (and the
+    serving sources' folders), ``out_dir/ground_truth.jsonl`` and the
+    checkpoint folders of runs with ``checkpoints:`` if present; leaves
+    anything else alone. Returns ``{"files", "rows": {source: n}, "faults",
+    "start", "end"}`` where ``files`` counts the raw-zone files written,
+    ``rows`` has the serving sources only for scenarios with endpoints and
+    ``faults`` counts the configured faults.
     """
     out = Path(out_dir)
     writer = _Writer(out)
     writer.reset()
+    for run in scenario.runs:
+        if run.checkpoint_files is not None:
+            shutil.rmtree(_checkpoint_root(run, out), ignore_errors=True)
 
     timelines = [_build_timeline(scenario, run) for run in scenario.runs]
+    promotions = _resolve_promotions(scenario, timelines)
     for host in range(scenario.cluster.hosts):
         writer.write("gpu_samples", host_name(host), *_gpu_sample_lines(scenario, host, timelines))
     for tl in timelines:
@@ -117,7 +134,14 @@ def simulate(scenario: Scenario, out_dir: str | Path) -> dict:
         for rank in range(tl.run.ranks):
             writer.write("training_steps", f"{tl.run.id}.rank-{rank}",
                          *_step_lines(scenario, tl, rank, series))
-        writer.write("lineage", tl.run.id, *_lineage_lines(scenario, tl))
+        writer.write("lineage", tl.run.id, *_lineage_lines(scenario, tl, out, promotions))
+    for endpoint in scenario.endpoints:
+        versions = [(p["at"], p["model_version"]) for p in promotions if p["endpoint"] == endpoint.name]
+        writer.write("serving_metrics", endpoint.name, *_serving_lines(scenario, endpoint, versions))
+        if endpoint.predictions is not None:
+            predictions, outcomes = _prediction_lines(scenario, endpoint, versions)
+            writer.write("predictions", endpoint.name, *predictions)
+            writer.write("prediction_outcomes", endpoint.name, *outcomes)
 
     truth = _ground_truth(scenario)
     with open(out / "ground_truth.jsonl", "w", encoding="utf-8", newline="\n") as fh:
@@ -126,7 +150,8 @@ def simulate(scenario: Scenario, out_dir: str | Path) -> dict:
 
     return {
         "files": writer.files,
-        "rows": {source: writer.rows[source] for source in SOURCES},
+        "rows": {source: writer.rows[source]
+                 for source in SOURCES + (SERVING_SOURCES if scenario.endpoints else ())},
         "faults": len(scenario.faults),
         "start": _iso(_ms(scenario.start)),
         "end": _iso(_ms(scenario.end)),
@@ -876,7 +901,8 @@ def _learning_rate(run: Run, k: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- #
 
 
-def _lineage_lines(scenario: Scenario, tl: _Timeline):
+def _lineage_lines(scenario: Scenario, tl: _Timeline, out: Path | None = None,
+                   promotions: list[dict] = ()):
     run = tl.run
     events: list[tuple[float, dict]] = []
     hosts = [host_name(h) for h in run.hosts if any(g[0] == h for g in run.gpus)]
@@ -895,6 +921,18 @@ def _lineage_lines(scenario: Scenario, tl: _Timeline):
     shard_optim = run.checkpoint_bytes * 6 // 7 // run.ranks  # ... and fp32 Adam state
     for step, _save_start, save_end in tl.saves.tolist():
         step = int(step)
+        if run.checkpoint_files is not None and out is not None:
+            path = _checkpoint_path(run, step)
+            manifest = _write_checkpoint(scenario, run, step, out)
+            events.append((save_end, {
+                "event": "checkpoint_saved",
+                "run_id": run.id,
+                "step": step,
+                "checkpoint_path": path,
+                "checkpoint_bytes": sum(f["bytes"] for f in manifest["files"]),
+                "manifest": manifest,
+            }))
+            continue
         path = f"/checkpoints/{run.id}/step-{step:06d}"
         files = []
         for r in range(run.ranks):
@@ -914,12 +952,230 @@ def _lineage_lines(scenario: Scenario, tl: _Timeline):
     if tl.ended:
         status = "failed" if tl.failure is not None else "completed"
         events.append((tl.end, {"event": "run_ended", "run_id": run.id, "status": status}))
+    for promo in promotions:
+        if promo["run"] != run.id:
+            continue
+        if promo["register"]:  # once per version, however many endpoints it goes to
+            events.append((promo["registered"], {
+                "event": "model_version_registered", "run_id": run.id,
+                "model_version": promo["model_version"], "step": promo["step"],
+                "checkpoint_path": promo["checkpoint_path"]}))
+        events.append((promo["at"], {
+            "event": "model_version_promoted", "run_id": run.id,
+            "model_version": promo["model_version"], "endpoint": promo["endpoint"]}))
 
     events.sort(key=lambda e: e[0])  # stable: ties keep the order above
     abs_ms = _ms(scenario.start) + _to_ms(np.array([e[0] for e in events]))
     times = _iso_array(0, abs_ms)
     lines = [_dumps({"time": times[i], **body}) for i, (_, body) in enumerate(events)]
     return abs_ms, lines
+
+
+# --------------------------------------------------------------------------- #
+# checkpoint files
+# --------------------------------------------------------------------------- #
+
+# Tiny stand-ins for a model shard and its optimizer state: (name, shape) of float32 tensors.
+_CKPT_TENSORS = {
+    "model": (("embed.weight", (16, 8)), ("layers.0.proj.weight", (8, 8)), ("layers.0.proj.bias", (8,))),
+    "optim": (("exp_avg.embed.weight", (16, 8)), ("exp_avg_sq.embed.weight", (16, 8))),
+}
+
+
+def _checkpoint_root(run: Run, out: Path) -> Path:
+    folder = Path(run.checkpoint_files.dir)
+    return (folder if folder.is_absolute() else out / folder) / run.id
+
+
+def _checkpoint_path(run: Run, step: int) -> str:
+    """What lineage records: relative to the Goodput home for a relative ``dir`` (so the output
+    does not depend on where it is written), absolute otherwise."""
+    return (Path(run.checkpoint_files.dir) / run.id / f"step-{step:06d}").as_posix()
+
+
+def _write_checkpoint(scenario: Scenario, run: Run, step: int, out: Path) -> dict:
+    """Write one checkpoint's files (per rank: model and optimizer shards; metadata.json) and its
+    goodput-manifest.json, as ``GoodputClient.checkpoint_saved`` does; returns the manifest."""
+    folder = _checkpoint_root(run, out) / f"step-{step:06d}"
+    folder.mkdir(parents=True, exist_ok=True)
+    fmt = run.checkpoint_files.format
+    torch = _torch() if fmt == "torch" else None
+    index = {}
+    for rank in range(run.ranks):
+        rng = _rng(scenario.seed, "checkpoint", run.id, step, rank)
+        for kind, specs in _CKPT_TENSORS.items():
+            tensors = {name: rng.standard_normal(shape).astype("<f4") for name, shape in specs}
+            stem = f"{kind}_rank{rank:03d}"
+            if fmt == "safetensors":
+                _atomic_write(folder / f"{stem}.safetensors", _safetensors_bytes(tensors))
+            elif torch is not None:
+                tmp = folder / f".{stem}.pt.tmp"
+                torch.save({k: torch.from_numpy(v) for k, v in tensors.items()}, tmp)
+                tmp.replace(folder / f"{stem}.pt")
+            else:  # no torch here: the raw little-endian float32 bytes, described in metadata.json
+                _atomic_write(folder / f"{stem}.bin", b"".join(v.tobytes() for v in tensors.values()))
+                index[f"{stem}.bin"] = [[name, list(shape)] for name, shape in specs]
+    metadata = {"run_id": run.id, "step": step, "world_size": run.ranks, "format": fmt}
+    if index:
+        metadata["tensors_float32_le"] = index
+    _atomic_write(folder / "metadata.json", (json.dumps(metadata, indent=1) + "\n").encode())
+    manifest = file_manifest(folder)
+    _atomic_write(folder / MANIFEST_NAME,
+                  json.dumps({"run_id": run.id, "step": step, **manifest}, indent=1).encode())
+    return manifest
+
+
+def _safetensors_bytes(tensors: dict[str, np.ndarray]) -> bytes:
+    """The safetensors format: u64 little-endian header size, a JSON header (padded with spaces
+    to 8 bytes) giving each tensor's dtype, shape and byte offsets, then the raw bytes."""
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, array in tensors.items():
+        header[name] = {"dtype": "F32", "shape": list(array.shape),
+                        "data_offsets": [offset, offset + array.nbytes]}
+        offset += array.nbytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + b"".join(a.tobytes() for a in tensors.values())
+
+
+def _torch():
+    try:
+        import torch  # optional: only for checkpoints: {format: torch}
+    except Exception:  # noqa: BLE001 - any import failure means "no torch here"
+        return None
+    return torch
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+# --------------------------------------------------------------------------- #
+# serving: model versions, endpoint metrics, predictions
+# --------------------------------------------------------------------------- #
+
+
+def _resolve_promotions(scenario: Scenario, timelines: list[_Timeline]) -> list[dict]:
+    """Each promotion: the run's latest checkpoint saved before ``at`` becomes a model version.
+    Times are seconds since the scenario start."""
+    by_run = {tl.run.id: tl for tl in timelines}
+    start_ms = _ms(scenario.start)
+    out, registered = [], set()
+    for e_i, endpoint in enumerate(scenario.endpoints):
+        for p_i, promo in enumerate(endpoint.promotions):
+            tl = by_run[promo.run]
+            at = (_ms(promo.at) - start_ms) / 1000.0
+            saved = [(int(step), end) for step, _s, end in tl.saves.tolist() if end < at]
+            if not saved:
+                raise ScenarioError(scenario.source, f"endpoints[{e_i}].promotions[{p_i}].at",
+                                    f"run {promo.run!r} has saved no checkpoint before {_iso(_ms(promo.at))}",
+                                    "promote later or checkpoint more often (checkpoint_interval_steps)")
+            step, save_end = saved[-1]
+            version = f"{promo.run}-step-{step:06d}"
+            run = tl.run
+            path = (_checkpoint_path(run, step) if run.checkpoint_files is not None
+                    else f"/checkpoints/{run.id}/step-{step:06d}")
+            out.append({"endpoint": endpoint.name, "run": promo.run, "step": step, "at": at,
+                        "model_version": version, "checkpoint_path": path,
+                        "registered": save_end + min(60.0, (at - save_end) / 2),
+                        "register": version not in registered})
+            registered.add(version)
+    return out
+
+
+def _version_at(endpoint: Endpoint, versions: list[tuple[float, str]], t: np.ndarray) -> list[str]:
+    """The model version an endpoint serves at each time (seconds since the scenario start)."""
+    out = [endpoint.model_version] * len(t)
+    for at, version in versions:  # in time order
+        for i in np.flatnonzero(t >= at).tolist():
+            out[i] = version
+    return out
+
+
+# z-scores of the quantiles the Prometheus pull writes (p50, p95, p99).
+_Z = {"p50": 0.0, "p95": 1.6448536269514722, "p99": 2.3263478740408408}
+_SERVING_FIELDS = ("ttft", "itl", "e2e_latency")
+
+
+def _serving_lines(scenario: Scenario, endpoint: Endpoint, versions: list[tuple[float, str]]):
+    """One serving_metrics record per metrics interval, with the fields and key order of
+    ``sources.prometheus.pull_serving_metrics``: latency quantiles of lognormal distributions
+    (slower under more load), queue, KV cache and cumulative request counters."""
+    rng = _rng(scenario.seed, "endpoint", endpoint.name)
+    step = _seconds(endpoint.metrics_interval)
+    t = np.arange(0.0, _seconds(scenario.duration), step)
+    n = len(t)
+    expected = endpoint.requests_per_second * step
+    load = np.exp(rng.normal(0.0, 0.1, n))  # this window's traffic relative to the nominal rate
+    requests = rng.poisson(expected * load)
+    failures = rng.binomial(requests, endpoint.failure_ratio)
+    success_total = np.cumsum(requests - failures)
+    failure_total = np.cumsum(failures)
+    model = _version_at(endpoint, versions, t)
+    host = None if endpoint.host is None else host_name(endpoint.host)
+    columns = {}
+    for prefix, dist in zip(_SERVING_FIELDS, (endpoint.ttft, endpoint.itl, endpoint.e2e)):
+        jitter = np.exp(rng.normal(0.0, 0.03, n)) * np.sqrt(load)
+        for q, z in _Z.items():
+            columns[f"{prefix}_{q}_seconds"] = np.round(dist.p50 * np.exp(dist.sigma * z) * jitter, 6)
+    e2e_mean = endpoint.e2e.p50 * np.exp(endpoint.e2e.sigma ** 2 / 2)
+    columns["requests_waiting"] = rng.poisson(endpoint.requests_waiting * load ** 2).astype(float)
+    columns["requests_running"] = rng.poisson(endpoint.requests_per_second * load * e2e_mean).astype(float)
+    columns["kv_cache_usage_ratio"] = np.round(
+        np.clip(endpoint.kv_cache_usage * load * np.exp(rng.normal(0.0, 0.05, n)), 0.0, 0.99), 6)
+    columns["request_success_total"] = success_total.astype(float)
+    columns["request_failure_total"] = failure_total.astype(float)
+    abs_ms = _ms(scenario.start) + _to_ms(t)
+    times = _iso_array(0, abs_ms)
+    rows = {k: v.tolist() for k, v in columns.items()}
+    lines = [_dumps({"time": times[i], "endpoint": endpoint.name, "model_version": model[i], "host": host,
+                     **{k: rows[k][i] for k in columns}}) for i in range(n)]
+    return abs_ms, lines
+
+
+_LANGUAGES = ("en", "de", "fr", "ja", "es")
+
+
+def _prediction_lines(scenario: Scenario, endpoint: Endpoint, versions: list[tuple[float, str]]):
+    """Prediction records (shape of ``sources.importers.import_predictions``) and the outcomes of
+    a share of them, ``outcome_delay`` x0.5-1.5 later; outcomes due after the span are not written
+    (they have not arrived yet)."""
+    spec = endpoint.predictions
+    rng = _rng(scenario.seed, "predictions", endpoint.name)
+    span = _seconds(scenario.duration)
+    n = int(rng.poisson(spec.per_minute * span / 60.0))
+    t = np.sort(rng.uniform(0.0, span, n))
+    abs_ms = _ms(scenario.start) + _to_ms(t)
+    times = _iso_array(0, abs_ms)
+    model = _version_at(endpoint, versions, t)
+    labels = spec.labels
+    predicted = rng.integers(0, len(labels), n)
+    confidence = np.round(rng.beta(5.0, 2.0, n), 4)
+    prompt_tokens = rng.integers(8, 2048, n)
+    max_tokens = rng.choice([64, 128, 256, 512], n)
+    language = rng.integers(0, len(_LANGUAGES), n)
+    temperature = np.round(rng.uniform(0.0, 1.0, n), 2)
+    gets_outcome = rng.uniform(size=n) < spec.outcome_share
+    delay = _seconds(spec.outcome_delay) * rng.uniform(0.5, 1.5, n)
+    correct = rng.uniform(size=n) < confidence
+    other = (predicted + rng.integers(1, len(labels), n)) % len(labels)
+    lines, outcome_ms, outcome_lines = [], [], []
+    for i in range(n):
+        request_id = str(uuid.UUID(_hex(f"{scenario.seed}/{endpoint.name}/request/{i}", 32)))
+        lines.append(_dumps({
+            "time": times[i], "endpoint": endpoint.name, "model_version": model[i], "request_id": request_id,
+            "features": {"prompt_tokens": int(prompt_tokens[i]), "max_tokens": int(max_tokens[i]),
+                         "language": _LANGUAGES[int(language[i])], "temperature": float(temperature[i])},
+            "prediction": labels[int(predicted[i])], "confidence": float(confidence[i])}))
+        if gets_outcome[i] and t[i] + delay[i] < span:
+            ms = int(abs_ms[i] + _to_ms(np.array([delay[i]]))[0])
+            outcome_ms.append(ms)
+            outcome_lines.append(_dumps({
+                "time": _iso(ms), "request_id": request_id, "endpoint": endpoint.name,
+                "outcome": labels[int(predicted[i] if correct[i] else other[i])]}))
+    return (abs_ms, lines), (np.array(outcome_ms, dtype=np.int64), outcome_lines)
 
 
 def _run_config(run: Run) -> dict:
@@ -949,12 +1205,12 @@ class _Writer:
         self.out = out
         self.raw = out / "raw"
         self.files = 0
-        self.rows = {s: 0 for s in SOURCES}
+        self.rows = {s: 0 for s in SOURCES + SERVING_SOURCES}
 
     def reset(self) -> None:
         # Only the simulator's own outputs: stale hours from an earlier run would
         # otherwise survive next to the new ones.
-        for source in SOURCES:
+        for source in SOURCES + SERVING_SOURCES:
             shutil.rmtree(self.raw / source, ignore_errors=True)
         (self.out / "ground_truth.jsonl").unlink(missing_ok=True)
         self.out.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 MIB = 1024 * 1024
 
@@ -106,13 +106,60 @@ class AgentConfig(BaseModel):
     stats_every: int = Field(60, ge=0)
 
 
+# The producers a sources file may name, and the raw-zone folders each one writes.
+SOURCE_NAMES: dict[str, tuple[str, ...]] = {
+    "simulator": ("gpu_samples", "training_steps", "lineage", "serving_metrics", "predictions",
+                  "prediction_outcomes"),
+    "agent": ("gpu_samples",),
+    "prometheus": ("gpu_samples", "serving_metrics"),
+    "scrape": ("gpu_samples",),
+    "client": ("training_steps", "lineage"),
+    "tensorboard": ("training_steps",),
+    "megatron": ("training_steps",),
+    "predictions": ("predictions", "prediction_outcomes"),
+}
+DEFAULT_SOURCES = ("simulator",)
+
+
 class SourcesFile(BaseModel):
-    """The sources file (docs/sources.md): which real sources to use and how. Absent sections keep
-    their defaults; with no file at all the simulator is the only source."""
+    """The sources file (docs/sources.md): which sources to use (`sources:`) and how. Absent sections
+    keep their defaults; with no file, or no `sources:` list, the simulator is the source (and
+    Prometheus too once a URL is set, as before the list existed)."""
 
     model_config = ConfigDict(extra="forbid")
+    sources: list[str] | None = None
     prometheus: dict = Field(default_factory=dict)   # validated as PrometheusConfig, with overrides
     agent: AgentConfig = AgentConfig()
+
+    @field_validator("sources")
+    @classmethod
+    def _known_sources(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError(f"list at least one source (e.g. [simulator]); known: {', '.join(SOURCE_NAMES)}")
+        for name in value:
+            if name not in SOURCE_NAMES:
+                raise ValueError(f"unknown source {name!r}; known: {', '.join(SOURCE_NAMES)}")
+        return list(dict.fromkeys(value))   # a name listed twice counts once
+
+    @property
+    def explicit(self) -> bool:
+        """Whether the file lists its sources (then only those run)."""
+        return self.sources is not None
+
+    def uses(self, name: str, default: bool = False) -> bool:
+        """Whether producer `name` should run: as listed, or `default` when the file lists none."""
+        if name not in SOURCE_NAMES:
+            raise KeyError(name)
+        return name in self.sources if self.sources is not None else default
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.sources) if self.sources is not None else DEFAULT_SOURCES
+
+    def expected_raw_folders(self) -> tuple[str, ...]:
+        """The raw-zone folders the listed sources write (where to expect fresh data)."""
+        return tuple(dict.fromkeys(f for name in self.names() for f in SOURCE_NAMES[name]))
 
 
 class ConfigError(ValueError):
@@ -122,7 +169,8 @@ class ConfigError(ValueError):
 def _first_error(path, error: ValidationError, prefix: str = "") -> ConfigError:
     first = error.errors()[0]
     where = ".".join(str(x) for x in first["loc"])
-    return ConfigError(f"{path or 'sources config'}: {prefix}{where}: {first['msg']}")
+    message = first["msg"].removeprefix("Value error, ")   # our validators' messages read alone
+    return ConfigError(f"{path or 'sources config'}: {prefix}{where}: {message}")
 
 
 def load_sources_file(path: str | Path | None) -> SourcesFile:
@@ -137,7 +185,7 @@ def load_sources_file(path: str | Path | None) -> SourcesFile:
     except yaml.YAMLError as error:
         raise ConfigError(f"{p}: not valid YAML: {str(error).splitlines()[0]}") from None
     if not isinstance(loaded, dict):
-        raise ConfigError(f"{p}: expected a mapping with `prometheus:` and/or `agent:` sections")
+        raise ConfigError(f"{p}: expected a mapping with `sources:`, `prometheus:` and/or `agent:` sections")
     try:
         return SourcesFile.model_validate(loaded)
     except ValidationError as error:
@@ -146,6 +194,16 @@ def load_sources_file(path: str | Path | None) -> SourcesFile:
 
 def load_agent_config(path: str | Path | None) -> AgentConfig:
     return load_sources_file(path).agent
+
+
+def require_source(path: str | Path | None, name: str) -> SourcesFile:
+    """The sources file, or ConfigError when it lists its sources and `name` is not among them
+    (a producer started by hand against a file that does not expect it)."""
+    sources = load_sources_file(path)
+    if not sources.uses(name, default=True):
+        raise ConfigError(f"{path}: sources: `{name}` is not listed ({', '.join(sources.names())}); "
+                          f"add it to `sources:` to run it with this file")
+    return sources
 
 
 def load_prometheus_config(path: str | Path | None, **overrides) -> PrometheusConfig:

@@ -82,7 +82,9 @@ class NvmlAgent:
         ) if hasattr(nvml, name))
 
     # -- start -------------------------------------------------------------------------------
-    def open(self) -> None:
+    def open(self, progress=None) -> None:
+        """Start NVML and find the GPUs. `progress(index, count, what)` is called as each GPU is
+        opened (a status line for hosts where discovery is slow)."""
         nvml = self.nvml
         try:
             nvml.nvmlInit()
@@ -98,6 +100,8 @@ class NvmlAgent:
         if count == 0:
             raise AgentError("no NVIDIA GPU visible to NVML on this host (nvmlDeviceGetCount() == 0)")
         for index in range(count):
+            if progress is not None:
+                progress(index, count, f"opening GPU {index}")
             try:
                 handle = nvml.nvmlDeviceGetHandleByIndex(index)
             except nvml.NVMLError as error:
@@ -109,6 +113,8 @@ class NvmlAgent:
             gpu = _Gpu(index, handle, uuid=self._text(self._field(None, "nvmlDeviceGetUUID", handle)),
                        name=self._text(self._field(None, "nvmlDeviceGetName", handle)))
             self.gpus.append(gpu)
+        if progress is not None:
+            progress(count, count, "registering for XID events")
         self._open_events()
 
     def _open_events(self) -> None:

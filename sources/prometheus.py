@@ -22,7 +22,16 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from sources.client import iso_utc, replace_hour_files
-from sources.mapping import GpuRecordBuilder, PrometheusConfig, clean_value, first_label, load_prometheus_config, strip_port
+from sources.mapping import (
+    GpuRecordBuilder,
+    PrometheusConfig,
+    SourcesFile,
+    clean_value,
+    first_label,
+    load_prometheus_config,
+    load_sources_file,
+    strip_port,
+)
 
 PRODUCER = "prometheus"
 
@@ -164,7 +173,11 @@ class PrometheusResource(dg.ConfigurableResource):
 
     @property
     def enabled(self) -> bool:
-        return bool(self.url or self.config().url)
+        """Listed in the file's `sources:`, or (no list) a URL is set."""
+        return self.sources_file().uses("prometheus", default=bool(self.url or self.config().url))
+
+    def sources_file(self) -> SourcesFile:
+        return load_sources_file(self.config_file or None)
 
     def config(self) -> PrometheusConfig:
         return load_prometheus_config(self.config_file or None, url=self.url,

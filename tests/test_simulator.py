@@ -891,3 +891,20 @@ def test_a_run_is_killed_once(tmp_path):
     doc["faults"] = [{"type": "rank_dropout", "target": f"rank:llm-small/rank-{r}", "onset": m,
                       "duration": "5m"} for r, m in ((0, "20m"), (1, "30m"))]
     assert "already killed" in _error(tmp_path, doc)
+
+
+def test_serving_sections_leave_the_training_sources_untouched(tmp_path):
+    """An endpoint (with predictions) is opt-in: the GPU samples and step records of a scenario do
+    not change when one is added, and without one no serving folder is written."""
+    doc = yaml.safe_load(SMALL.read_text())
+    simulate(scenario_from_dict(doc), tmp_path / "plain")
+    doc["endpoints"] = [{"name": "ep", "requests_per_second": 2.0, "ttft_seconds": {"p50": 0.1, "p99": 0.4},
+                         "itl_seconds": {"p50": 0.02, "p99": 0.05}, "e2e_seconds": {"p50": 2.0, "p99": 6.0},
+                         "predictions": {"per_minute": 2}}]
+    summary = simulate(scenario_from_dict(doc), tmp_path / "served")
+    assert summary["rows"]["serving_metrics"] == 240 and summary["rows"]["predictions"] > 0
+    for source in ("gpu_samples", "training_steps", "lineage"):
+        plain = {p.relative_to(tmp_path / "plain"): p.read_bytes() for p in (tmp_path / "plain" / "raw" / source).rglob("*.jsonl")}
+        served = {p.relative_to(tmp_path / "served"): p.read_bytes() for p in (tmp_path / "served" / "raw" / source).rglob("*.jsonl")}
+        assert plain == served, source
+    assert not (tmp_path / "plain" / "raw" / "serving_metrics").exists()

@@ -23,21 +23,27 @@ def cmd_agent(args) -> int:
     import pynvml
 
     from orchestration.home import raw_root
-    from sources.mapping import ConfigError, load_agent_config
+    from sources.mapping import ConfigError, require_source
     from sources.nvml_agent import AgentError, NvmlAgent, run_agent
 
     home = use_home(args.home)
     try:
-        config = load_agent_config(args.config or os.environ.get("GOODPUT_SOURCES_CONFIG"))
+        config = require_source(args.config or os.environ.get("GOODPUT_SOURCES_CONFIG"), "agent").agent
     except ConfigError as error:
         raise CliError(str(error)) from None
     interval = args.interval if args.interval is not None else config.interval_seconds
     stats_every = args.stats_every if args.stats_every is not None else config.stats_every
     if interval <= 0:
         raise CliError(f"--interval must be positive seconds, got {interval}")
+    from orchestration.progress import Ticker
+
     agent = NvmlAgent(pynvml, host=args.host, job_mapping_dir=args.job_mapping_dir or config.job_mapping_dir)
     try:
-        agent.open()
+        # NVML start-up and per-GPU discovery can take seconds on a big host: a status line on a
+        # terminal (silent in a service's log).
+        with Ticker() as ticker:
+            ticker.update("starting NVML")
+            agent.open(progress=lambda index, count, what: _discovery(ticker, index, count, what))
     except AgentError as error:
         raise CliError(f"agent: {error}") from None
     print(f"goodput agent: sampling {len(agent.gpus)} GPU(s) on {agent.host} every {interval:g} s "
@@ -48,6 +54,12 @@ def cmd_agent(args) -> int:
               f"CPU {stats.cpu_ms_per_sample:.3f} ms per sample, lost GPUs: {stats.lost_gpus or 'none'}, "
               f"null fields: {dict(sorted(stats.unsupported.items())) or 'none'}", flush=True)
     return 0
+
+
+def _discovery(ticker, index: int, count: int, what: str) -> None:
+    ticker.total = count
+    ticker.done = index
+    ticker.update(f"agent: {what}")
 
 
 def cmd_import(args) -> int:
@@ -77,11 +89,13 @@ def cmd_scrape(args) -> int:
     from orchestration.home import raw_root
     from sources.client import RawWriter
     from sources.exposition import scrape_once
-    from sources.mapping import ConfigError, load_prometheus_config
+    from sources.mapping import ConfigError, load_prometheus_config, require_source
 
     home = use_home(args.home)
     try:
-        config = load_prometheus_config(args.config or os.environ.get("GOODPUT_SOURCES_CONFIG"))
+        path = args.config or os.environ.get("GOODPUT_SOURCES_CONFIG")
+        require_source(path, "scrape")
+        config = load_prometheus_config(path)
     except ConfigError as error:
         raise CliError(str(error)) from None
     writers: dict[str, RawWriter] = {}
