@@ -27,6 +27,7 @@ from assets.ingest import SOURCES, ingest_partition  # noqa: E402
 from checks.asset_checks import evaluate  # noqa: E402
 from checks.registry import REGISTRY  # noqa: E402
 from orchestration import sql  # noqa: E402
+from orchestration.progress import Ticker  # noqa: E402
 from orchestration.raw_zone import RawZoneResource  # noqa: E402
 from orchestration.warehouse import WarehouseResource, transaction  # noqa: E402
 from simulator import load_scenario, simulate  # noqa: E402
@@ -64,8 +65,27 @@ def main() -> int:
     scenario = load_scenario(Path(args.scenario))
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="goodput-bench-"))
     rows: list[dict] = []
+    # A status line on a terminal (stderr) while the stages run; nothing when piped or in CI.
+    with Ticker(total=1 + len(SOURCES) + 3 + len(REGISTRY)) as ticker:
+        result = _run(args, scenario, home, rows, ticker)
+    tick, counts, start = result["tick"], result["counts"], result["start"]
+    table = pd.DataFrame(rows)
+    print(f"# tick on {args.scenario}, hour {start:%Y-%m-%d %H:00} UTC")
+    print(f"machine: {platform.processor() or platform.machine()}, {platform.python_implementation()} "
+          f"{platform.python_version()}, duckdb {duckdb.__version__}, rows: {counts}")
+    print(table.fillna("").to_markdown(index=False))
+    print(f"\ntick total (ingest + baselines + checks): {tick:.1f} s, peak RSS {peak_rss_mib():.0f} MiB")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"scenario": args.scenario, "hour": str(start), "rows": rows,
+                                              "counts": counts, "tick_seconds": tick, "peak_rss_mib": peak_rss_mib()}))
+    return 0
+
+
+def _run(args, scenario, home: Path, rows: list, ticker: Ticker) -> dict:
+    ticker.update(f"simulating {scenario.name}")
     if not (home / "raw").exists():
         timed(rows, "simulate (not part of a tick)", lambda: simulate(scenario, home))
+    ticker.step()
     start = pd.Timestamp(args.hour) if args.hour else pd.Timestamp(scenario.start).tz_convert("UTC").tz_localize(None)
     end = start + pd.Timedelta(hours=1)
     raw = RawZoneResource(root=str(home / "raw"))
@@ -73,6 +93,8 @@ def main() -> int:
     counts = {}
     with warehouse.connect() as con:
         for source in SOURCES:
+            ticker.update(f"ingest {source.table}")
+            ticker.step()
             files = raw.files(source.folder, start)
             if not files:
                 continue
@@ -85,21 +107,16 @@ def main() -> int:
                              "peak_rss_mib": round(peak_rss_mib()), "ratio": round(ref / ours, 2)})
         params = {"start": start.to_pydatetime(), "end": end.to_pydatetime(), "window_minutes": 30}
         for name in ("run_minutes", "rank_minutes", "gpu_minutes"):
+            ticker.update(f"baseline {name}")
+            ticker.step()
             with transaction(con):
                 timed(rows, f"baseline {name}", lambda n=name: sql.run(con, f"baselines/{n}", params))
         for signal in REGISTRY:
+            ticker.update(f"check {signal.name}")
+            ticker.step()
             timed(rows, f"check {signal.name}", lambda s=signal: evaluate(con, s, start, end))
     tick = sum(r["seconds"] for r in rows if not r["stage"].startswith(("simulate", "  reference")))
-    table = pd.DataFrame(rows)
-    print(f"# tick on {args.scenario}, hour {start:%Y-%m-%d %H:00} UTC")
-    print(f"machine: {platform.processor() or platform.machine()}, {platform.python_implementation()} "
-          f"{platform.python_version()}, duckdb {duckdb.__version__}, rows: {counts}")
-    print(table.fillna("").to_markdown(index=False))
-    print(f"\ntick total (ingest + baselines + checks): {tick:.1f} s, peak RSS {peak_rss_mib():.0f} MiB")
-    if args.out:
-        Path(args.out).write_text(json.dumps({"scenario": args.scenario, "hour": str(start), "rows": rows,
-                                              "counts": counts, "tick_seconds": tick, "peak_rss_mib": peak_rss_mib()}))
-    return 0
+    return {"tick": tick, "counts": counts, "start": start}
 
 
 if __name__ == "__main__":
