@@ -44,3 +44,34 @@ def check_evaluation(result: dg.ExecuteInProcessResult, name: str):
     """The evaluation of check `name` in a run's result."""
     (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == name]
     return evaluation
+
+
+def run_with_stderr_on_a_terminal(command: list[str], env: dict, timeout: float = 600) -> tuple[int, str, str]:
+    """Run `command` with stderr on a pseudo-terminal (stdout piped), as a person at a terminal sees it.
+    Returns (exit status, stdout, what the terminal showed)."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import time
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=slave, text=True)
+    os.close(slave)
+    seen, deadline = b"", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed its end
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif proc.poll() is not None:
+            break
+    out = proc.stdout.read()
+    proc.wait(timeout=60)
+    os.close(master)
+    return proc.returncode, out, seen.decode(errors="replace")

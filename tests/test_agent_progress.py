@@ -3,16 +3,14 @@ line on a terminal and stay silent when stderr is not one."""
 
 import io
 import os
-import pty
-import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from orchestration.commands.agent import _discovery
 from orchestration.progress import Ticker
 from sources.nvml_agent import NvmlAgent
+from tests.conftest import run_with_stderr_on_a_terminal
 from tests.test_nvml_agent import FakeGpu, make_fake_nvml
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,24 +42,6 @@ def test_bench_script_is_silent_off_a_terminal_and_draws_on_one():
     piped = subprocess.run(AGENT_BENCH, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert piped.returncode == 0 and piped.stderr == "" and "ms per sample" in piped.stdout
 
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(AGENT_BENCH, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=slave, text=True)
-    os.close(slave)
-    seen, deadline = b"", time.monotonic() + 120
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.2)
-        if ready:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:   # the child closed its end
-                break
-            if not chunk:
-                break
-            seen += chunk
-        elif proc.poll() is not None:
-            break
-    out = proc.stdout.read()
-    proc.wait(timeout=60)
-    os.close(master)
-    assert proc.returncode == 0 and "ms per sample" in out
-    assert "opening GPU 2" in seen.decode(errors="replace")
+    status, out, seen = run_with_stderr_on_a_terminal(AGENT_BENCH, env, timeout=120)
+    assert status == 0 and "ms per sample" in out
+    assert "opening GPU 2" in seen

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import io
 import os
-import pty
-import select
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from orchestration.progress import CLEAR, Ticker
+from tests.conftest import run_with_stderr_on_a_terminal
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = REPO / "simulator" / "scenarios" / "small.yaml"
@@ -24,27 +23,7 @@ def _env() -> dict:
 
 def run_on_a_terminal(*args) -> tuple[int, str, str]:
     """Run goodput with stderr on a pseudo-terminal (stdout piped); returns (status, stdout, terminal)."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([*GOODPUT, *args], cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=slave, text=True)
-    os.close(slave)
-    seen = b""
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.2)
-        if ready:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # the child closed its end
-                break
-            if not chunk:
-                break
-            seen += chunk
-        elif proc.poll() is not None:
-            break
-    out = proc.stdout.read()
-    proc.wait(timeout=60)
-    os.close(master)
-    return proc.returncode, out, seen.decode(errors="replace")
+    return run_with_stderr_on_a_terminal([*GOODPUT, *args], _env())
 
 
 def test_ticker_is_silent_off_a_terminal():
