@@ -197,6 +197,7 @@ def _incident(signal, entity_type, entity_id, episode: pd.DataFrame, number: int
                                                             signal.name)
     final_tier, final_reason = (escalations[-1][1], escalations[-1][2]) if escalations else (opened_tier, opened_reason)
     run_id = latest["run_id"] if isinstance(latest["run_id"], str) else None
+    lineage = {c: _latest(episode, c) for c in ("endpoint", "model_version", "triage_class")}
     what = f"{entity_type} {entity_id}"
     if grouped:
         what += f" ({len(ranks)} rank{'s' if len(ranks) != 1 else ''}: {_ranks_text(ranks)})"
@@ -205,7 +206,7 @@ def _incident(signal, entity_type, entity_id, episode: pd.DataFrame, number: int
         "run_id": run_id, "entity_id": entity_id, "ranks": _ranks_text(ranks) or "none",
         "hosts": ", ".join(hosts), "gpus": ", ".join(gpus), "gpu_count": len(gpus),
         "checkpoint": checkpoint or "none recorded", "gpu_hours": round(gpu_hours, 2), "tier": final_tier,
-        "episode": number,
+        "episode": number, **{k: v or "none recorded" for k, v in lineage.items()},
     }
     record = {
         "incident_id": iid, "signal": signal.name, "family": signal.family, "tier": final_tier,
@@ -213,10 +214,11 @@ def _incident(signal, entity_type, entity_id, episode: pd.DataFrame, number: int
         "onset": onset, "opened": opened, "last_seen": last_seen, "resolved": last_seen + gap if resolved else pd.NaT,
         "entity_type": entity_type, "entity_id": entity_id, "run_id": run_id,
         "rank": ranks[0] if len(ranks) == 1 else None, "hosts": hosts, "gpus": gpus,
-        "endpoint": None, "model_version": None, "checkpoint": checkpoint, "owner": signal.owner,
+        "endpoint": lineage["endpoint"], "model_version": lineage["model_version"], "checkpoint": checkpoint,
+        "owner": signal.owner,
         "playbook": signal.playbook.render(facts) + f"\nOwner team: {signal.owner}",
         "evidence": json.dumps(evidence, sort_keys=True, default=str),
-        "gpu_hours_at_risk": round(gpu_hours, 3), "triage_class": None, "correlation_id": None,
+        "gpu_hours_at_risk": round(gpu_hours, 3), "triage_class": lineage["triage_class"], "correlation_id": None,
         "findings": len(episode), "default_tier": signal.tier, "tier_reason": final_reason,
         "escalated_at": escalations[-1][0] if escalations else pd.NaT, "episode": number,
         "previous_incident_id": previous, "ranks": ranks, "members": members,
@@ -233,6 +235,14 @@ def _incident(signal, entity_type, entity_id, episode: pd.DataFrame, number: int
                       f"no finding in {lifecycle.resolve_after_windows} clean evaluated window(s) after {last_seen:%Y-%m-%d %H:%M:%S}",
                       cost_at(last_seen)))
     return record, [dict(zip(TRANSITION_COLUMNS, t)) for t in trans]
+
+
+def _latest(episode: pd.DataFrame, column: str) -> str | None:
+    """The episode's latest non-null value of a lineage column (older findings may lack it)."""
+    if column not in episode.columns:
+        return None
+    known = episode[column].dropna()
+    return str(known.iloc[-1]) if not known.empty else None
 
 
 def _ranks_text(ranks: list[int]) -> str:

@@ -14,7 +14,7 @@ import duckdb
 import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
-from checks.registry import REGISTRY, Signal
+from checks.registry import LINEAGE_COLUMNS, REGISTRY, Signal
 from orchestration import sql
 from orchestration.partitions import hourly, naive_utc
 from orchestration.thresholds import ThresholdsResource
@@ -35,6 +35,7 @@ def evaluate(
     thresholds = dict(signal.thresholds) if thresholds is None else thresholds
     frame = sql.frame(con, signal.query, {"start": start, "end": end, **thresholds})
     findings = signal.detector(frame, thresholds)
+    findings = findings.assign(**{c: None for c in LINEAGE_COLUMNS if c not in findings.columns})
     stored = findings.assign(
         signal=signal.name,
         entity_type=signal.entity,

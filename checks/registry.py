@@ -29,6 +29,10 @@ FINDING_COLUMNS = (
     "entity_id", "onset", "detected_at", "last_seen", "run_id", "rank", "hosts", "gpus",
     "value", "baseline", "threshold", "evidence",
 )
+# Lineage a detector may add to its findings (null when it does not): the checkpoint a checkpoint
+# audit speaks of, the endpoint and model version of a serving or quality finding, and its triage
+# class when the detector can tell (otherwise the incidents fold classifies serving and quality).
+LINEAGE_COLUMNS = ("endpoint", "model_version", "checkpoint", "triage_class")
 
 PLAYBOOKS_DIR = Path(__file__).with_name("playbooks")   # one YAML file per family, one entry per signal
 

@@ -3,7 +3,9 @@ DELETE FROM findings WHERE signal = $signal AND partition_start = $start;
 INSERT INTO findings BY NAME
 SELECT signal, entity_type, entity_id::VARCHAR AS entity_id, partition_start, onset, detected_at, last_seen,
        run_id, rank::INTEGER AS rank, hosts::VARCHAR[] AS hosts, gpus::VARCHAR[] AS gpus,
-       value::DOUBLE AS value, baseline::DOUBLE AS baseline, threshold::DOUBLE AS threshold, evidence::JSON AS evidence
+       value::DOUBLE AS value, baseline::DOUBLE AS baseline, threshold::DOUBLE AS threshold, evidence::JSON AS evidence,
+       endpoint::VARCHAR AS endpoint, model_version::VARCHAR AS model_version,
+       checkpoint::VARCHAR AS checkpoint, triage_class::VARCHAR AS triage_class
 FROM new_findings;
 DELETE FROM evaluations WHERE signal = $signal AND partition_start = $start;
 INSERT INTO evaluations BY NAME SELECT * FROM new_evaluations;

@@ -1,10 +1,12 @@
--- Every finding, with the run's last checkpoint saved before the finding's onset (its lineage).
+-- Every finding, with its checkpoint: the one it names (checkpoint audits), else the run's last
+-- checkpoint saved before the finding's onset (its lineage).
 WITH checkpoints AS (
     SELECT run_id, time, checkpoint_path, step FROM lineage_events WHERE event = 'checkpoint_saved'
 )
 SELECT f.signal, f.entity_type, f.entity_id, f.partition_start, f.onset, f.detected_at, f.last_seen,
        f.run_id, f.rank, f.hosts, f.gpus, f.value, f.baseline, f.threshold, f.evidence,
-       c.checkpoint_path AS checkpoint, c.step AS checkpoint_step
+       f.endpoint, f.model_version, f.triage_class,
+       coalesce(f.checkpoint, c.checkpoint_path) AS checkpoint, c.step AS checkpoint_step
 FROM findings f
 ASOF LEFT JOIN checkpoints c ON c.run_id = f.run_id AND c.time <= f.onset
 ORDER BY f.signal, f.entity_id, f.detected_at, f.partition_start;
