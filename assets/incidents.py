@@ -27,6 +27,7 @@ import dagster as dg
 import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
+from assets import triage
 from checks.registry import REGISTRY, TIERS, SignalRegistry
 from orchestration import sql
 from orchestration.sinks import AlertJournal, journal_path, mirror_journal
@@ -147,8 +148,10 @@ def _tier_history(default: str, onset, opened, last_seen, gpu_count: int, lifecy
 
 
 def fold(findings: pd.DataFrame, evaluations: pd.DataFrame, lifecycle: Lifecycle = Lifecycle(),
-         registry: SignalRegistry = REGISTRY) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(incidents, transitions) from findings and evaluation marks; deterministic in its inputs."""
+         registry: SignalRegistry = REGISTRY, versions: pd.DataFrame | None = None,
+         triage_window_seconds: float = triage.WINDOW_SECONDS) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(incidents, transitions) from findings and evaluation marks (and the endpoints' version
+    history, `serving_versions`, for the triage of serving and quality incidents); deterministic in its inputs."""
     gap = lifecycle.gap
     spans = evaluated_spans(evaluations, lifecycle.window_seconds)
     incidents, transitions = [], []
@@ -171,6 +174,8 @@ def fold(findings: pd.DataFrame, evaluations: pd.DataFrame, lifecycle: Lifecycle
             previous = inc["incident_id"]
     out = pd.DataFrame(incidents, columns=list(INCIDENT_COLUMNS))
     out["correlation_id"] = correlate(out, gap)
+    # after correlating: the version's training run must not tie a serving incident to that run's own
+    out = triage.apply(out, versions, triage_window_seconds)
     return out, pd.DataFrame(transitions, columns=list(TRANSITION_COLUMNS))
 
 
@@ -303,6 +308,9 @@ class IncidentsConfig(dg.Config):
     """GPU-hours at risk from which an incident is at least SEV2."""
     escalate_to_sev1_gpu_hours: float = 32.0
     """GPU-hours at risk from which an incident is at least SEV1."""
+    triage_window_seconds: float = triage.WINDOW_SECONDS
+    """A serving or quality incident whose onset is at most this long after a promotion of its
+    endpoint is a candidate regression after that promotion (assets/triage.py)."""
 
     def lifecycle(self) -> Lifecycle:
         return Lifecycle(self.window_seconds, self.resolve_after_windows,
@@ -323,7 +331,9 @@ def incidents(context: dg.AssetExecutionContext, config: IncidentsConfig, wareho
     with warehouse.connect() as con:
         findings = sql.frame(con, "incidents/findings")
         evaluations = sql.frame(con, "incidents/evaluations")
-        folded, transitions = fold(findings, evaluations, config.lifecycle())
+        versions = sql.frame(con, "incidents/serving_versions")
+        folded, transitions = fold(findings, evaluations, config.lifecycle(), versions=versions,
+                                   triage_window_seconds=config.triage_window_seconds)
         with transaction(con, new_incidents=folded, new_transitions=transitions):
             sql.run(con, "incidents/replace")
         # the fold holds the write lock anyway: log delivery attempts a sensor could not mirror

@@ -59,19 +59,46 @@ def target_fields(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
-def parse_sql(fields: dict[str, str], required: list[str]) -> str:
-    """sql/ingest/parse.sql with one columnar CASE per field: a required field that is absent or
-    null, and a field present in the line whose value does not convert to the column's type.
-    (Per-row JSON lookups per field cost 30x the parse; struct field access is columnar.)"""
-    names = [*fields, *required]
+def parse_sql(fields: dict[str, str], required: list[str]) -> tuple[str, dict[str, str]]:
+    """sql/ingest/parse.sql filled in for a target table, and the `$shape` its one JSON parse uses.
+
+    Per field, columnar and only where the parse left a doubt (a NULL): a required field that is
+    absent or null is "missing"; a field present with a non-null value that did not convert to the
+    column's type is "wrong type". (A per-row JSON lookup of every field costs several parses.)"""
+    names = list(dict.fromkeys([*fields, *required]))
     bad = [n for n in names if not _IDENTIFIER.match(n)]
     if bad:
         raise ValueError(f"column names that are not plain identifiers: {bad}")
-    missing = [f"CASE WHEN txt.{n} IS NULL THEN '{n}' END" for n in required]
-    mistyped = [f"CASE WHEN txt.{n} IS NOT NULL AND rec.{n} IS NULL THEN '{n} (expected {t.replace(chr(39), '')})' END"
+    shape = {**fields, "time": "VARCHAR", "quarantine_reason": "JSON"}
+    # j.<n> is NULL when the field is absent, null or not convertible; json_type tells which.
+    present = {n: f"coalesce(json_type(raw, '$.{n}'), 'NULL') <> 'NULL'" for n in names}
+    missing = [f"CASE WHEN j.{n} IS NULL AND NOT ({present[n]}) THEN '{n}' END" for n in required]
+    mistyped = [f"CASE WHEN j.{n} IS NULL AND {present[n]} THEN '{n} (expected {t.replace(chr(39), '')})' END"
                 for n, t in fields.items()]
     text = sql.sql_text("ingest/parse")
-    return text.replace("/*@missing*/", ", ".join(missing) or "NULL").replace("/*@mistyped*/", ", ".join(mistyped) or "NULL")
+    for marker, value in (
+        ("/*@missing*/", ", ".join(missing) or "NULL"),
+        ("/*@mistyped*/", ", ".join(mistyped) or "NULL"),
+        ("/*@required_null*/", "".join(f" OR j.{n} IS NULL" for n in required)),
+        ("/*@fields*/", ", ".join(f"{n} := j.{n}" for n in fields)),
+    ):
+        text = text.replace(marker, value)
+    return text, shape
+
+
+# read_text takes each path as a glob pattern: a file whose name holds a glob character is read in Python.
+_GLOB = re.compile(r"[*?\[\]{}]")
+_READS_RAW = re.compile(r"\braw\b")
+_CODE_COMMENT = re.compile(r"--[^\n]*")
+
+
+def _parse(con: duckdb.DuckDBPyConnection, statement: str, params: dict, in_duckdb: list[str], by_python: list[Path]) -> None:
+    """Fill the temporary table `parsed`: DuckDB reads `in_duckdb`, Python reads `by_python`."""
+    con.register("raw_lines", read_lines(by_python))
+    try:
+        sql.execute_text(con, statement, {**params, "files": in_duckdb})
+    finally:
+        con.unregister("raw_lines")
 
 
 def ingest_partition(
@@ -79,7 +106,6 @@ def ingest_partition(
 ) -> dict:
     """Replace [start, end) of `source.table` from `files`, atomically. Returns counts and reasons."""
     start, end = naive_utc(start), naive_utc(end)
-    lines = read_lines(files)
     file_stats = pd.DataFrame(
         {
             "file": pd.Series([str(f) for f in files], dtype="object"),
@@ -89,15 +115,28 @@ def ingest_partition(
     )
     fields = target_fields(con, source.table)
     required = [f for f in source.required if f != "time"]
+    statement, shape = parse_sql(fields, required)
     params = {
-        "fields": json.dumps(fields),
-        "text_fields": json.dumps({name: "VARCHAR" for name in fields}),
+        "shape": json.dumps(shape),
         "start": start,
         "end": end,
         "source": source.folder,
+        # the good lines' text is kept only for a table whose write statement stores it
+        "keep_raw": bool(_READS_RAW.search(_CODE_COMMENT.sub("", sql.sql_text(f"ingest/{source.table}")))),
     }
-    with transaction(con, raw_lines=lines, file_stats=file_stats):
-        sql.execute_text(con, parse_sql(fields, required), params)
+    # The parse fills a temporary table before the transaction (it writes nothing durable), so that a
+    # file read_text refuses (not UTF-8) can be retried without aborting the transaction.
+    in_duckdb = [str(f) for f in files if not _GLOB.search(str(f))]
+    by_python = [f for f in files if _GLOB.search(str(f))]
+    try:
+        _parse(con, statement, params, in_duckdb, by_python)
+    except duckdb.InvalidInputException as error:
+        if "UTF-8" not in str(error):
+            raise
+        not_utf8 = {f for (f,) in sql.run(con, "ingest/not_utf8", {"files": in_duckdb}).fetchall()}
+        _parse(con, statement, params, [f for f in in_duckdb if f not in not_utf8],
+               by_python + [Path(f) for f in in_duckdb if f in not_utf8])
+    with transaction(con, file_stats=file_stats):
         sql.run(con, f"ingest/{source.table}", params)
         sql.run(con, "ingest/quarantine", params)
         loaded, quarantined = con.execute(

@@ -8,6 +8,7 @@ DuckDB (one transaction), and reports pass/fail with the evidence as metadata.
 import json
 import warnings
 from datetime import datetime
+from pathlib import Path
 
 import dagster as dg
 import duckdb
@@ -55,8 +56,10 @@ def evaluate(
     return frame, findings
 
 
-def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, thresholds: dict) -> dg.AssetCheckResult:
-    """Pass/fail with the evidence: value, baseline, threshold, window, offending entities."""
+def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, thresholds: dict,
+                 home: Path | None = None) -> dg.AssetCheckResult:
+    """Pass/fail with the evidence: value, baseline, threshold, window, offending entities, and the
+    report a finding's evidence names (`report_path`, relative to GOODPUT_HOME `home`) as a link."""
     metadata: dict = {
         "signal": signal.name,
         "tier": signal.tier,
@@ -76,6 +79,11 @@ def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, th
         if worst["baseline"] is not None and not pd.isna(worst["baseline"]):
             metadata["baseline"] = float(worst["baseline"])
         metadata["evidence"] = dg.MetadataValue.json(worst["evidence"])
+        report = worst["evidence"].get("report_path") if isinstance(worst["evidence"], dict) else None
+        if report:
+            path = (Path(home) / report).resolve() if home is not None else Path(report)
+            metadata["report"] = dg.MetadataValue.path(str(path))
+            metadata["report_link"] = dg.MetadataValue.md(f"[open the report]({path.as_uri() if path.is_absolute() else report})")
     return dg.AssetCheckResult(
         passed=findings.empty,
         severity=SEVERITY[signal.tier],
@@ -87,12 +95,17 @@ def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, th
     )
 
 
+def _num(value: float) -> str:
+    """Seconds and counts whole; ratios and scores below 100 with three significant digits."""
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def _table(findings: pd.DataFrame) -> str:
     lines = ["| entity | onset | detected | last seen | value | threshold | GPUs |", "|---|---|---|---|---|---|---|"]
     for row in findings.itertuples():
         lines.append(
-            f"| {row.entity_id} | {row.onset} | {row.detected_at} | {row.last_seen} | {row.value:.0f} | "
-            f"{row.threshold:.0f} | {', '.join(row.gpus)} |"
+            f"| {row.entity_id} | {row.onset} | {row.detected_at} | {row.last_seen} | {_num(row.value)} | "
+            f"{_num(row.threshold)} | {', '.join(row.gpus if row.gpus is not None else [])} |"
         )
     return "\n".join(lines)
 
@@ -115,7 +128,7 @@ def build_check(signal: Signal) -> dg.AssetChecksDefinition:
         chosen = thresholds.for_signal(signal.name, signal.thresholds)
         with warehouse.connect() as con:
             frame, findings = evaluate(con, signal, window.start, window.end, chosen)
-        return check_result(signal, frame, findings, chosen)
+        return check_result(signal, frame, findings, chosen, home=Path(warehouse.path).resolve().parent)
 
     return _check
 

@@ -34,4 +34,4 @@ REGISTRY.register(Signal(
 ))
 
 # The families' modules register on import; keep this at the bottom (they may use the above).
-from checks import signals_distributed, signals_gpu, signals_training  # noqa: E402, F401
+from checks import signals_checkpoint, signals_distributed, signals_gpu, signals_quality, signals_serving, signals_training  # noqa: E402, F401

@@ -7,9 +7,9 @@ from orchestration.partitions import hourly
 
 detect_job = dg.define_asset_job(
     "detect",
-    selection=dg.AssetSelection.groups("ingest", "baselines"),
+    selection=dg.AssetSelection.groups("ingest", "baselines", "checkpoints"),
     partitions_def=hourly,
-    description="Ingest one hour of the raw zone, compute its baselines and run every signal's asset check on it.",
+    description="Ingest one hour of the raw zone, compute its baselines, audit its checkpoints and run every signal's asset check on it.",
 )
 
 incidents_job = dg.define_asset_job(

@@ -101,3 +101,29 @@ def rank_plot(ranks: pd.DataFrame, windows: pd.DataFrame | None = None, title: s
 def markdown_image(png: bytes, alt: str) -> str:
     """Markdown that shows the PNG inline (a data URI), for `dg.MetadataValue.md`."""
     return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})"
+
+
+def drift_plot(history: pd.DataFrame, title: str = "", dpi: int = DPI) -> bytes:
+    """Drift score per column over time (one panel per endpoint, one line per version and column),
+    drifted hours marked, thresholds dashed. `history`: rows of the `drift_history` view (endpoint,
+    model_version, hour, column_name or column, score, threshold, drifted)."""
+    history = history.rename(columns={"column": "column_name"})
+    endpoints = sorted(history["endpoint"].unique()) or ["(none)"]
+    fig, axes = plt.subplots(len(endpoints), 1, figsize=(10, 3.2 * len(endpoints)), sharex=True, squeeze=False)
+    for ax, endpoint in zip(axes[:, 0], endpoints):
+        rows = history[history["endpoint"] == endpoint]
+        for (version, column), g in rows.groupby(["model_version", "column_name"], sort=True):
+            g = g.sort_values("hour")
+            line, = ax.plot(g["hour"], g["score"].astype(float), marker="o", ms=3, lw=1.2, label=f"{version}: {column}")
+            hit = g[g["drifted"].fillna(False).astype(bool)]
+            ax.scatter(hit["hour"], hit["score"].astype(float), s=40, color=line.get_color(), edgecolor="#d62728", zorder=3)
+        for threshold in sorted(rows["threshold"].dropna().round(2).unique()):   # thresholds vary with sample size
+            ax.axhline(float(threshold), color="#7f7f7f", ls="--", lw=0.8)
+        if rows.empty:
+            ax.text(0.5, 0.5, "no drift scores", transform=ax.transAxes, ha="center", va="center", color="#7f7f7f")
+        ax.set_ylabel(f"{endpoint}\nscore")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _time_axis(axes[-1, 0])
+    axes[0, 0].set_title(title or "drift score per column (dashed: threshold; ringed: drifted)")
+    fig.autofmt_xdate()
+    return _finish(fig, dpi)

@@ -19,7 +19,8 @@ def hour_dir(root: Path, source: str, hour: datetime) -> Path:
 
 
 def read_lines(files: list[Path]) -> pd.DataFrame:
-    """Every line of `files` as rows (file, line, raw, complete, utf8); `complete` is False for a
+    """Every line of `files` as rows (file, line, raw, complete, utf8), read in Python: the ingest
+    uses it only for the files DuckDB's read_text cannot take (not UTF-8, or a glob-like name). `complete` is False for a
     last line without its newline (a writer mid-append, or a truncated file), `utf8` is False for
     a line that is not valid UTF-8 (kept with replacement characters, for the quarantine)."""
     files_col, lines_col, raw_col, complete_col, utf8_col = [], [], [], [], []

@@ -163,6 +163,67 @@ FAULT_TYPES: dict[str, FaultType] = {
     "idle_allocated": FaultType(
         "idle_allocated", ("gpu",), False,
         "a GPU on a run's host is allocated to the run (run_id set) but no rank uses it"),
+    # Serving performance (target endpoint:<name>)
+    "latency_regression": FaultType(
+        "latency_regression", ("endpoint",), False,
+        "the endpoint serves x(1 + magnitude) slower: TTFT, inter-token and end-to-end latency "
+        "quantiles at the same load (a slower engine config, kernel or model)"),
+    "queue_saturation": FaultType(
+        "queue_saturation", ("endpoint",), False,
+        "arrivals exceed capacity by a share (magnitude) of the request rate: requests waiting grow "
+        "by that many per second, running requests and the KV cache pin at full, TTFT grows with "
+        "the queue; the queue drains at the end"),
+    "error_burst": FaultType(
+        "error_burst", ("endpoint",), False,
+        "the server restarts at onset (request counters reset to 0) and a share (magnitude) of "
+        "requests fail until the end", max_magnitude=1.0),
+    # Model quality (target endpoint:<name>; effects on the prediction log and its outcomes)
+    "input_drift": FaultType(
+        "input_drift", ("endpoint",), False,
+        "the inputs of the version served move: prompt_tokens x(1 + magnitude), a share "
+        "(magnitude / 2) of requests switch to language 'ja', temperature +0.3 x magnitude; "
+        "predictions and outcomes unchanged"),
+    "bad_promotion": FaultType(
+        "bad_promotion", ("endpoint",), False,
+        "the version promoted at the onset (an endpoint promotion must be at the onset) is worse "
+        "until the end: confidence x(1 - 0.25 x magnitude), outcome rate x(1 - 0.4 x magnitude)",
+        max_magnitude=1.0),
+    "confidence_shift": FaultType(
+        "confidence_shift", ("endpoint",), False,
+        "prediction confidence x(1 - 0.3 x magnitude); which predictions are right is unchanged",
+        max_magnitude=1.0),
+    "business_metric_drop": FaultType(
+        "business_metric_drop", ("endpoint",), False,
+        "outcomes match the prediction x(1 - 0.5 x magnitude) as often; inputs, predictions and "
+        "confidence unchanged (a change downstream, or a failure the model cannot see)",
+        max_magnitude=1.0),
+    # Checkpoints (target checkpoint:<run>/step-NNNNNN, a run with real files; applied after the
+    # save, the lineage event keeps what the run saved; onset: when the save happened)
+    "checkpoint_truncated": FaultType(
+        "checkpoint_truncated", ("checkpoint",), False,
+        "one shard file is cut to (1 - magnitude / 2) of its bytes after the save"),
+    "checkpoint_bit_flip": FaultType(
+        "checkpoint_bit_flip", ("checkpoint",), False,
+        "one byte of one shard's tensor data is flipped after the save (same size, new sha256)"),
+    "checkpoint_missing_shard": FaultType(
+        "checkpoint_missing_shard", ("checkpoint",), False,
+        "one rank's model shard is deleted after the save"),
+    "checkpoint_partial_write": FaultType(
+        "checkpoint_partial_write", ("checkpoint",), False,
+        "an interrupted save's temporary file (.<shard>.tmp, half written) is left in the folder"),
+    "checkpoint_path_escape": FaultType(
+        "checkpoint_path_escape", ("checkpoint",), False,
+        "the checkpoint's goodput-manifest.json gains an entry whose path climbs out of the folder "
+        "(../../../../etc/passwd)"),
+    "checkpoint_weights_only": FaultType(
+        "checkpoint_weights_only", ("checkpoint",), False,
+        "the save writes the model shards only, no optimizer state (its manifest agrees): a much "
+        "smaller checkpoint the run cannot resume from"),
+    # Checkpoint freshness (target run:<id>)
+    "checkpoint_overdue": FaultType(
+        "checkpoint_overdue", ("run",), False,
+        "the run's saves from onset to end fail silently: the pause happens, nothing is written "
+        "and no checkpoint_saved event is recorded"),
 }
 
 # How long the surviving ranks of a run wait in a collective for a dead peer before the job
@@ -349,6 +410,9 @@ class Endpoint:
     metrics_interval: timedelta
     predictions: PredictionLog | None
     promotions: tuple[Promotion, ...] = ()
+    # daily load curve: the request rate is x(1 + amplitude * cos(2 pi (hour - peak_hour) / 24))
+    diurnal_amplitude: float = 0.0
+    diurnal_peak_hour: float = 14.0
 
 
 @dataclass(frozen=True)
@@ -778,7 +842,7 @@ def _parse_endpoint(p: _Parser, raw: Any, field: str, scenario_start: datetime,
     e = p.mapping(raw, field, {"name", "requests_per_second", "ttft_seconds", "itl_seconds",
                                "e2e_seconds"},
                   {"host", "model_version", "failure_ratio", "requests_waiting", "kv_cache_usage",
-                   "metrics_interval", "predictions", "promotions"})
+                   "metrics_interval", "predictions", "promotions", "diurnal"})
     name = p.string(e["name"], f"{field}.name", _ID_RE)
     host = e.get("host")
     if host is not None:
@@ -838,6 +902,15 @@ def _parse_endpoint(p: _Parser, raw: Any, field: str, scenario_start: datetime,
             raise p.fail(f"{pf}.at", "promotions are not in time order", "list them by 'at'")
         promotions.append(Promotion(run=run_id, at=scenario_start + at))
 
+    diurnal = p.mapping(e.get("diurnal") or {}, f"{field}.diurnal", set(), {"amplitude", "peak_hour"})
+    amplitude = p.number(diurnal.get("amplitude", 0.0), f"{field}.diurnal.amplitude", minimum=0)
+    if amplitude >= 1:
+        raise p.fail(f"{field}.diurnal.amplitude", f"{amplitude:g} would stop traffic at the trough",
+                     "use a share below 1, e.g. 0.5 (peak 1.5x, trough 0.5x the rate)")
+    peak_hour = p.number(diurnal.get("peak_hour", 14.0), f"{field}.diurnal.peak_hour", minimum=0)
+    if peak_hour >= 24:
+        raise p.fail(f"{field}.diurnal.peak_hour", f"{peak_hour:g} is not an hour of the day", "use 0 to 23.99 (UTC)")
+
     return Endpoint(
         name=name,
         host=host,
@@ -854,13 +927,17 @@ def _parse_endpoint(p: _Parser, raw: Any, field: str, scenario_start: datetime,
         metrics_interval=interval,
         predictions=predictions,
         promotions=tuple(promotions),
+        diurnal_amplitude=amplitude,
+        diurnal_peak_hour=peak_hour,
     )
 
 
 _RANK_RE = re.compile(r"^(?P<run>.+)/rank-(?P<rank>\d+)$")
 _GPU_RE = re.compile(r"^node-(?P<host>\d+):(?P<gpu>\d+)$")
 _TARGET_FORMS = {"run": "'run:<run id>'", "rank": "'rank:<run id>/rank-<r>'",
-                 "gpu": "'gpu:node-<h>:<gpu index>'"}
+                 "gpu": "'gpu:node-<h>:<gpu index>'", "endpoint": "'endpoint:<endpoint name>'",
+                 "checkpoint": "'checkpoint:<run id>/step-NNNNNN'"}
+_CHECKPOINT_RE = re.compile(r"^(?P<run>.+)/step-(?P<step>\d{6})$")
 
 
 def _parse_fault(p: _Parser, raw: Any, field: str, scenario_start: datetime,
@@ -882,6 +959,8 @@ def _parse_fault(p: _Parser, raw: Any, field: str, scenario_start: datetime,
     if kind == "run" and target_id not in run_ids:
         raise p.fail(f"{field}.target", f"unknown run id {target_id!r}",
                      f"use one of the runs: {known}")
+    if kind == "checkpoint":
+        _check_checkpoint_target(p, f"{field}.target", target_id, run_ids)
     if kind == "rank":
         m = _RANK_RE.match(target_id)
         if m is None:
@@ -916,6 +995,23 @@ def _parse_fault(p: _Parser, raw: Any, field: str, scenario_start: datetime,
                  duration=p.duration(f["duration"], f"{field}.duration"), magnitude=magnitude)
 
 
+def _check_checkpoint_target(p: _Parser, field: str, target_id: str, run_ids: dict) -> None:
+    """A checkpoint fault names one real checkpoint: a run with ``checkpoints:`` and a step it saves."""
+    m = _CHECKPOINT_RE.match(target_id)
+    if m is None:
+        raise p.fail(field, f"bad checkpoint target {target_id!r}", f"use {_TARGET_FORMS['checkpoint']}")
+    run = run_ids.get(m["run"])
+    if run is None:
+        raise p.fail(field, f"unknown run id {m['run']!r}",
+                     f"use one of the runs: {', '.join(sorted(run_ids)) or '(none)'}")
+    if run.checkpoint_files is None:
+        raise p.fail(field, f"run {run.id!r} writes no checkpoint files", "give the run 'checkpoints:'")
+    step = int(m["step"])
+    if step <= 0 or step % run.checkpoint_interval_steps:
+        raise p.fail(field, f"run {run.id!r} saves no checkpoint at step {step}",
+                     f"use a multiple of its checkpoint_interval_steps ({run.checkpoint_interval_steps})")
+
+
 def _check_stalls(p: _Parser, scenario: Scenario) -> None:
     """Stalling faults must fall inside their run's (already stretched) window and not overlap."""
     indexed = sorted(enumerate(scenario.faults), key=lambda x: (x[1].target, x[1].onset, x[0]))
@@ -943,9 +1039,13 @@ def _check_fault_placement(p: _Parser, scenario: Scenario) -> None:
     """Run and rank faults fall inside their run; GPU faults that act through a run find one;
     a run is killed at most once."""
     killed: dict[str, int] = {}
+    endpoints = [e.name for e in scenario.endpoints]
     for i, fault in enumerate(scenario.faults):
         spec = FAULT_TYPES[fault.type]
         field = f"faults[{i}]"
+        if fault.target_kind == "endpoint" and fault.target_id not in endpoints:
+            raise p.fail(f"{field}.target", f"unknown endpoint {fault.target_id!r}",
+                         f"use one of the endpoints: {', '.join(endpoints) or '(none)'}")
         if fault.run_id is not None and not spec.stalls_run:
             run = scenario.run(fault.run_id)
             start, end = scenario._stretched_window(run)

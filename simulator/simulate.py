@@ -38,9 +38,11 @@ run at the onset. The physics of every fault is documented in docs/scenario.md.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import shutil
 import uuid
+import zipfile
 import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -67,6 +69,11 @@ _IMPLEMENTED_FAULTS = {
     "collective_regression", "rank_dropout", "gradient_skew", "xid_error", "ecc_error",
     "row_remap_failure", "thermal_throttle", "power_throttle", "idle_allocated",
 }
+_IMPLEMENTED_FAULTS |= {"input_drift", "bad_promotion", "confidence_shift", "business_metric_drop"}  # _prediction_lines
+_IMPLEMENTED_FAULTS |= {"latency_regression", "queue_saturation", "error_burst"}  # _serving_lines
+_IMPLEMENTED_FAULTS |= {"checkpoint_truncated", "checkpoint_bit_flip", "checkpoint_missing_shard",  # _damage_checkpoint
+                        "checkpoint_partial_write", "checkpoint_path_escape", "checkpoint_weights_only",
+                        "checkpoint_overdue"}  # _lineage_lines
 assert _IMPLEMENTED_FAULTS == set(FAULT_TYPES), "a fault type has no simulated effect"
 
 # GPU states, in override order (a hang wins over a checkpoint save, etc.).
@@ -919,11 +926,17 @@ def _lineage_lines(scenario: Scenario, tl: _Timeline, out: Path | None = None,
     }))
     shard_model = run.checkpoint_bytes // 7 // run.ranks  # bf16 weights ...
     shard_optim = run.checkpoint_bytes * 6 // 7 // run.ranks  # ... and fp32 Adam state
+    skipped = _overdue_windows(scenario, run)
     for step, _save_start, save_end in tl.saves.tolist():
         step = int(step)
+        if any(a <= save_end < b for a, b in skipped):
+            continue  # checkpoint_overdue: the save failed silently, nothing written or recorded
         if run.checkpoint_files is not None and out is not None:
             path = _checkpoint_path(run, step)
-            manifest = _write_checkpoint(scenario, run, step, out)
+            faults = _checkpoint_faults(scenario, run, step)
+            manifest = _write_checkpoint(scenario, run, step, out,
+                                         weights_only=any(f.type == "checkpoint_weights_only" for f in faults))
+            _damage_checkpoint(scenario, run, step, out, faults)
             events.append((save_end, {
                 "event": "checkpoint_saved",
                 "run_id": run.id,
@@ -959,7 +972,10 @@ def _lineage_lines(scenario: Scenario, tl: _Timeline, out: Path | None = None,
             events.append((promo["registered"], {
                 "event": "model_version_registered", "run_id": run.id,
                 "model_version": promo["model_version"], "step": promo["step"],
-                "checkpoint_path": promo["checkpoint_path"]}))
+                "checkpoint_path": promo["checkpoint_path"],
+                # the endpoint traffic the version was validated on (shadow): the hour before registration
+                "reference_start": _iso(_ms(scenario.start) + _to_ms(np.array([max(0.0, promo["registered"] - 3600.0)]))[0]),
+                "reference_end": _iso(_ms(scenario.start) + _to_ms(np.array([promo["registered"]]))[0])}))
         events.append((promo["at"], {
             "event": "model_version_promoted", "run_id": run.id,
             "model_version": promo["model_version"], "endpoint": promo["endpoint"]}))
@@ -993,31 +1009,26 @@ def _checkpoint_path(run: Run, step: int) -> str:
     return (Path(run.checkpoint_files.dir) / run.id / f"step-{step:06d}").as_posix()
 
 
-def _write_checkpoint(scenario: Scenario, run: Run, step: int, out: Path) -> dict:
-    """Write one checkpoint's files (per rank: model and optimizer shards; metadata.json) and its
-    goodput-manifest.json, as ``GoodputClient.checkpoint_saved`` does; returns the manifest."""
+def _write_checkpoint(scenario: Scenario, run: Run, step: int, out: Path, weights_only: bool = False) -> dict:
+    """Write one checkpoint's files (per rank: model and optimizer shards, unless ``weights_only``;
+    metadata.json) and its goodput-manifest.json, as ``GoodputClient.checkpoint_saved`` does;
+    returns the manifest. ``torch`` files are torch.save's zip layout, written without torch so
+    that they are byte-for-byte deterministic (torch.load reads them; tests check it)."""
     folder = _checkpoint_root(run, out) / f"step-{step:06d}"
     folder.mkdir(parents=True, exist_ok=True)
     fmt = run.checkpoint_files.format
-    torch = _torch() if fmt == "torch" else None
-    index = {}
     for rank in range(run.ranks):
         rng = _rng(scenario.seed, "checkpoint", run.id, step, rank)
         for kind, specs in _CKPT_TENSORS.items():
             tensors = {name: rng.standard_normal(shape).astype("<f4") for name, shape in specs}
+            if weights_only and kind == "optim":
+                continue
             stem = f"{kind}_rank{rank:03d}"
             if fmt == "safetensors":
                 _atomic_write(folder / f"{stem}.safetensors", _safetensors_bytes(tensors))
-            elif torch is not None:
-                tmp = folder / f".{stem}.pt.tmp"
-                torch.save({k: torch.from_numpy(v) for k, v in tensors.items()}, tmp)
-                tmp.replace(folder / f"{stem}.pt")
-            else:  # no torch here: the raw little-endian float32 bytes, described in metadata.json
-                _atomic_write(folder / f"{stem}.bin", b"".join(v.tobytes() for v in tensors.values()))
-                index[f"{stem}.bin"] = [[name, list(shape)] for name, shape in specs]
+            else:
+                _atomic_write(folder / f"{stem}.pt", torch_save_bytes(tensors))
     metadata = {"run_id": run.id, "step": step, "world_size": run.ranks, "format": fmt}
-    if index:
-        metadata["tensors_float32_le"] = index
     _atomic_write(folder / "metadata.json", (json.dumps(metadata, indent=1) + "\n").encode())
     manifest = file_manifest(folder)
     _atomic_write(folder / MANIFEST_NAME,
@@ -1038,12 +1049,82 @@ def _safetensors_bytes(tensors: dict[str, np.ndarray]) -> bytes:
     return len(text).to_bytes(8, "little") + text + b"".join(a.tobytes() for a in tensors.values())
 
 
-def _torch():
-    try:
-        import torch  # optional: only for checkpoints: {format: torch}
-    except Exception:  # noqa: BLE001 - any import failure means "no torch here"
-        return None
-    return torch
+def torch_save_bytes(tensors: dict[str, np.ndarray], archive: str = "archive") -> bytes:
+    """What ``torch.save({name: float32 tensor})`` writes, without torch: a stored (uncompressed) zip
+    with ``data.pkl`` (a protocol-2 pickle of an OrderedDict of ``torch._utils._rebuild_tensor_v2``
+    calls whose storages are persistent ids ``('storage', torch.FloatStorage, key, 'cpu', numel)``),
+    one ``data/<key>`` record per storage, ``byteorder`` and ``version``. The pickle is assembled
+    opcode by opcode because pickling torch globals needs torch itself."""
+    def text(value: str) -> bytes:
+        raw = value.encode()
+        return b"X" + len(raw).to_bytes(4, "little") + raw
+
+    def ints(values) -> bytes:
+        return b"(" + b"".join(b"J" + int(v).to_bytes(4, "little", signed=True) for v in values) + b"t"
+
+    pkl = b"\x80\x02ccollections\nOrderedDict\nq\x00)Rq\x01("
+    records = []
+    for key, (name, array) in enumerate(tensors.items()):
+        shape = array.shape
+        strides = [int(np.prod(shape[i + 1:])) for i in range(len(shape))]
+        pkl += (text(name) + b"ctorch._utils\n_rebuild_tensor_v2\n("
+                + b"(" + text("storage") + b"ctorch\nFloatStorage\n" + text(str(key)) + text("cpu")
+                + b"J" + int(array.size).to_bytes(4, "little") + b"tQ"
+                + b"J\x00\x00\x00\x00" + ints(shape) + ints(strides) + b"\x89"
+                + b"ccollections\nOrderedDict\n)R" + b"tR")
+        records.append((f"data/{key}", np.ascontiguousarray(array, dtype="<f4").tobytes()))
+    pkl += b"u."
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as zf:
+        for name, data in [("data.pkl", pkl), ("byteorder", b"little"), *records, ("version", b"3\n")]:
+            info = zipfile.ZipInfo(f"{archive}/{name}", date_time=(1980, 1, 1, 0, 0, 0))
+            zf.writestr(info, data)
+    return buffer.getvalue()
+
+
+def _tensor_byte(shard: Path, data: bytes) -> int:
+    """An offset inside the shard's tensor data, away from any header or zip record."""
+    if shard.suffix == ".safetensors":
+        return len(data) - 5  # the last tensor's bytes end the file
+    with zipfile.ZipFile(io.BytesIO(bytes(data))) as zf:
+        info = next(i for i in zf.infolist() if "/data/" in i.filename)
+    return info.header_offset + 30 + len(info.filename.encode()) + len(info.extra) + 3
+
+
+def _checkpoint_faults(scenario: Scenario, run: Run, step: int) -> list:
+    target = f"checkpoint:{run.id}/step-{step:06d}"
+    return [f for f in scenario.faults if f.target == target]
+
+
+def _overdue_windows(scenario: Scenario, run: Run) -> list[tuple[float, float]]:
+    """Seconds from the scenario start during which the run's saves fail (checkpoint_overdue)."""
+    return [((f.onset - scenario.start).total_seconds(), (f.end - scenario.start).total_seconds())
+            for f in scenario.faults if f.type == "checkpoint_overdue" and f.target == f"run:{run.id}"]
+
+
+def _damage_checkpoint(scenario: Scenario, run: Run, step: int, out: Path, faults: list) -> None:
+    """Apply the checkpoint faults to the files just written (the lineage manifest keeps what the
+    run saved, so the audit can tell)."""
+    folder = _checkpoint_root(run, out) / f"step-{step:06d}"
+    ext = ".safetensors" if run.checkpoint_files.format == "safetensors" else ".pt"
+    shard = folder / f"model_rank{(run.ranks - 1):03d}{ext}"
+    for f in faults:
+        if f.type == "checkpoint_truncated":
+            data = shard.read_bytes()
+            shard.write_bytes(data[:int(len(data) * (1 - min(f.magnitude, 1.0) / 2))])
+        elif f.type == "checkpoint_bit_flip":
+            data = bytearray(shard.read_bytes())
+            data[_tensor_byte(shard, data)] ^= 0x10
+            shard.write_bytes(bytes(data))
+        elif f.type == "checkpoint_missing_shard":
+            shard.unlink()
+        elif f.type == "checkpoint_partial_write":
+            partial = folder / f"optim_rank000{ext}"
+            (folder / f".{partial.name}.tmp").write_bytes(partial.read_bytes()[: partial.stat().st_size // 2])
+        elif f.type == "checkpoint_path_escape":
+            manifest = json.loads((folder / MANIFEST_NAME).read_text())
+            manifest["files"].append({"path": "../../../../etc/passwd", "bytes": 1, "sha256": "0" * 64})
+            _atomic_write(folder / MANIFEST_NAME, json.dumps(manifest, indent=1).encode())
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -1102,17 +1183,27 @@ _SERVING_FIELDS = ("ttft", "itl", "e2e_latency")
 def _serving_lines(scenario: Scenario, endpoint: Endpoint, versions: list[tuple[float, str]]):
     """One serving_metrics record per metrics interval, with the fields and key order of
     ``sources.prometheus.pull_serving_metrics``: latency quantiles of lognormal distributions
-    (slower under more load), queue, KV cache and cumulative request counters."""
+    (slower under more load), queue, KV cache and cumulative request counters. Traffic follows the
+    endpoint's daily load curve (``diurnal``); the serving faults of the endpoint act here."""
     rng = _rng(scenario.seed, "endpoint", endpoint.name)
     step = _seconds(endpoint.metrics_interval)
     t = np.arange(0.0, _seconds(scenario.duration), step)
     n = len(t)
     expected = endpoint.requests_per_second * step
-    load = np.exp(rng.normal(0.0, 0.1, n))  # this window's traffic relative to the nominal rate
+    day = _diurnal(scenario, endpoint, t)
+    load = day * np.exp(rng.normal(0.0, 0.1, n))  # this window's traffic relative to the nominal rate
     requests = rng.poisson(expected * load)
-    failures = rng.binomial(requests, endpoint.failure_ratio)
-    success_total = np.cumsum(requests - failures)
-    failure_total = np.cumsum(failures)
+    faults = [f for f in scenario.faults if f.target == f"endpoint:{endpoint.name}"]
+    failure_ratio = np.full(n, endpoint.failure_ratio)
+    restarts = []
+    for f in faults:
+        if f.type == "error_burst":
+            lo, hi = _window(f, scenario)
+            failure_ratio[(t >= lo) & (t < hi)] = f.magnitude
+            restarts.append(int(np.searchsorted(t, lo)))
+    failures = rng.binomial(requests, failure_ratio)
+    success_total = _restarted_cumsum(requests - failures, restarts)
+    failure_total = _restarted_cumsum(failures, restarts)
     model = _version_at(endpoint, versions, t)
     host = None if endpoint.host is None else host_name(endpoint.host)
     columns = {}
@@ -1125,6 +1216,7 @@ def _serving_lines(scenario: Scenario, endpoint: Endpoint, versions: list[tuple[
     columns["requests_running"] = rng.poisson(endpoint.requests_per_second * load * e2e_mean).astype(float)
     columns["kv_cache_usage_ratio"] = np.round(
         np.clip(endpoint.kv_cache_usage * load * np.exp(rng.normal(0.0, 0.05, n)), 0.0, 0.99), 6)
+    _serving_faults(scenario, endpoint, faults, t, load, columns, rng)
     columns["request_success_total"] = success_total.astype(float)
     columns["request_failure_total"] = failure_total.astype(float)
     abs_ms = _ms(scenario.start) + _to_ms(t)
@@ -1133,6 +1225,51 @@ def _serving_lines(scenario: Scenario, endpoint: Endpoint, versions: list[tuple[
     lines = [_dumps({"time": times[i], "endpoint": endpoint.name, "model_version": model[i], "host": host,
                      **{k: rows[k][i] for k in columns}}) for i in range(n)]
     return abs_ms, lines
+
+
+def _diurnal(scenario: Scenario, endpoint: Endpoint, t: np.ndarray) -> np.ndarray:
+    """The daily load curve at ``t`` (seconds since the start): 1 +- amplitude, peak at the peak hour (UTC)."""
+    start = scenario.start
+    hour = (start.hour + start.minute / 60 + start.second / 3600 + t / 3600.0) % 24
+    return 1.0 + endpoint.diurnal_amplitude * np.cos(2 * np.pi * (hour - endpoint.diurnal_peak_hour) / 24)
+
+
+def _restarted_cumsum(values: np.ndarray, restarts: list[int]) -> np.ndarray:
+    """A Prometheus counter over ``values`` that restarts from 0 at each index in ``restarts``."""
+    total = np.cumsum(values).astype(float)
+    for i in sorted(restarts):
+        if 0 < i < len(total):
+            total[i:] -= total[i - 1]
+    return total
+
+
+def _serving_faults(scenario: Scenario, endpoint: Endpoint, faults: list[Fault], t: np.ndarray, load: np.ndarray,
+                    columns: dict, rng: np.random.Generator) -> None:
+    """The latency_regression and queue_saturation faults of ``endpoint``, applied to its columns.
+    Draws from ``rng`` only when such a fault exists, so scenarios without one keep their numbers."""
+    running_full = float(np.max(columns["requests_running"])) if len(t) else 0.0
+    for f in faults:
+        lo, hi = _window(f, scenario)
+        on = (t >= lo) & (t < hi)
+        if not on.any():
+            continue
+        if f.type == "latency_regression":
+            for prefix in _SERVING_FIELDS:
+                for q in _Z:
+                    col = columns[f"{prefix}_{q}_seconds"]
+                    col[on] = np.round(col[on] * (1.0 + f.magnitude), 6)
+        elif f.type == "queue_saturation":
+            # arrivals exceed capacity by magnitude x the rate: the queue grows that many per second
+            rate = endpoint.requests_per_second * load[on]
+            queued = np.cumsum(f.magnitude * rate * np.diff(t[on], prepend=lo))
+            columns["requests_waiting"][on] += np.round(queued)
+            columns["requests_running"][on] = running_full
+            columns["kv_cache_usage_ratio"][on] = np.round(rng.uniform(0.96, 0.99, int(on.sum())), 6)
+            wait = queued / rate  # Little's law: the time a new arrival spends queued
+            for prefix in ("ttft", "e2e_latency"):
+                for q in _Z:
+                    col = columns[f"{prefix}_{q}_seconds"]
+                    col[on] = np.round(col[on] + wait, 6)
 
 
 _LANGUAGES = ("en", "de", "fr", "ja", "es")
@@ -1159,8 +1296,10 @@ def _prediction_lines(scenario: Scenario, endpoint: Endpoint, versions: list[tup
     temperature = np.round(rng.uniform(0.0, 1.0, n), 2)
     gets_outcome = rng.uniform(size=n) < spec.outcome_share
     delay = _seconds(spec.outcome_delay) * rng.uniform(0.5, 1.5, n)
-    correct = rng.uniform(size=n) < confidence
+    hit = rng.uniform(size=n)
+    correct = hit < confidence
     other = (predicted + rng.integers(1, len(labels), n)) % len(labels)
+    _quality_faults(scenario, endpoint, versions, t, hit, confidence, correct, prompt_tokens, language, temperature)
     lines, outcome_ms, outcome_lines = [], [], []
     for i in range(n):
         request_id = str(uuid.UUID(_hex(f"{scenario.seed}/{endpoint.name}/request/{i}", 32)))
@@ -1176,6 +1315,39 @@ def _prediction_lines(scenario: Scenario, endpoint: Endpoint, versions: list[tup
                 "time": _iso(ms), "request_id": request_id, "endpoint": endpoint.name,
                 "outcome": labels[int(predicted[i] if correct[i] else other[i])]}))
     return (abs_ms, lines), (np.array(outcome_ms, dtype=np.int64), outcome_lines)
+
+
+def _quality_faults(scenario: Scenario, endpoint: Endpoint, versions: list[tuple[float, str]], t: np.ndarray,
+                    hit: np.ndarray, confidence: np.ndarray, correct: np.ndarray, prompt_tokens: np.ndarray,
+                    language: np.ndarray, temperature: np.ndarray) -> None:
+    """The model-quality faults of ``endpoint`` (input_drift, bad_promotion, confidence_shift,
+    business_metric_drop), applied in place to the prediction columns between onset and end. A
+    prediction is right when ``hit`` (its uniform draw) is below its chance of being right, so a
+    lower chance makes the same predictions wrong more often. Draws from a stream of its own, and
+    only when such a fault exists, so other scenarios keep their bytes."""
+    faults = [f for f in scenario.faults if f.target == f"endpoint:{endpoint.name}"
+              and f.type in ("input_drift", "bad_promotion", "confidence_shift", "business_metric_drop")]
+    for k, f in enumerate(faults):
+        lo, hi = _window(f, scenario)
+        on = (t >= lo) & (t < hi)
+        m = f.magnitude
+        if f.type == "bad_promotion" and not any(abs(at - lo) < 1.0 for at, _ in versions):
+            raise ScenarioError(scenario.source, "faults", f"bad_promotion on {f.target} at {_iso(_ms(f.onset))} "
+                                "is not at a promotion of the endpoint", "set its onset to a promotion's 'at'")
+        if not on.any():
+            continue
+        rng = _rng(scenario.seed, "quality-fault", endpoint.name, k)
+        if f.type == "input_drift":
+            prompt_tokens[on] = np.clip(np.round(prompt_tokens[on] * (1.0 + m)), 8, 32768).astype(prompt_tokens.dtype)
+            language[on & (rng.uniform(size=len(t)) < m / 2)] = _LANGUAGES.index("ja")
+            temperature[on] = np.round(np.clip(temperature[on] + 0.3 * m, 0.0, 1.0), 2)
+        elif f.type == "bad_promotion":
+            correct[on] = hit[on] < confidence[on] * (1.0 - 0.4 * m)
+            confidence[on] = np.round(confidence[on] * (1.0 - 0.25 * m), 4)
+        elif f.type == "confidence_shift":
+            confidence[on] = np.round(confidence[on] * (1.0 - 0.3 * m), 4)
+        elif f.type == "business_metric_drop":
+            correct[on] = hit[on] < confidence[on] * (1.0 - 0.5 * m)
 
 
 def _run_config(run: Run) -> dict:

@@ -20,10 +20,10 @@ def test_definitions_load_with_assets_checks_jobs_and_sensors():
 
     assert {c.name for c in graph.asset_check_keys} == {s.name for s in REGISTRY}
     assert {"detect", "fold_incidents"} <= {j.name for j in defs.resolve_all_job_defs()}
-    assert defs.resolve_sensor_def("incident_alerts") and defs.resolve_schedule_def("detect_every_5_minutes")
+    assert defs.resolve_sensor_def("incident_alerts") and defs.resolve_schedule_def("detect_every_minute")
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
-        assert node.group_name in {"ingest", "baselines", "incidents"} and node.description, key
+        assert node.group_name in {"ingest", "baselines", "checkpoints", "incidents"} and node.description, key
         # Writers of the warehouse share its pool; prometheus_pull writes raw-zone files only.
         assert node.pools == (set() if key.to_user_string() == "prometheus_pull" else {"warehouse"}), key
 
@@ -39,7 +39,7 @@ def test_dagster_definitions_validate_passes(tmp_path):
 def test_schedule_requests_the_current_hour_and_the_previous_just_after_the_turn():
     from datetime import datetime, timezone
 
-    schedule = defs.resolve_schedule_def("detect_every_5_minutes")
+    schedule = defs.resolve_schedule_def("detect_every_minute")
     at = datetime(2026, 11, 30, 10, 5, tzinfo=timezone.utc)
     with dg.build_schedule_context(scheduled_execution_time=at, repository_def=defs.get_repository_def()) as context:
         keys = [r.partition_key for r in schedule.evaluate_tick(context).run_requests]

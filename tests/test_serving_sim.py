@@ -113,15 +113,15 @@ def test_torch_format_writes_loadable_files_or_raw_tensors(tmp_path):
     folder = tmp_path / "checkpoints" / "r" / "step-000400"
     manifest = json.loads((folder / MANIFEST_NAME).read_text())
     assert manifest["files"] == file_manifest(folder)["files"]
+    # torch.save's zip layout, written without torch (checked by the audit's zip reader either way)
+    import zipfile
+    assert "archive/data.pkl" in zipfile.ZipFile(folder / "model_rank000.pt").namelist()
     try:
         import torch
     except ImportError:
-        meta = json.loads((folder / "metadata.json").read_text())
-        assert "model_rank000.bin" in meta["tensors_float32_le"]
-        assert (folder / "model_rank000.bin").stat().st_size == (16 * 8 + 8 * 8 + 8) * 4
-    else:
-        state = torch.load(folder / "model_rank000.pt")
-        assert tuple(state["embed.weight"].shape) == (16, 8)
+        return
+    state = torch.load(folder / "model_rank000.pt")
+    assert tuple(state["embed.weight"].shape) == (16, 8)
 
 
 def _doc(checkpoints=None, **endpoint):

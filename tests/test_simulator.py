@@ -470,7 +470,8 @@ def test_faults_scenario_has_every_type_twice_subtle_and_gross(faults_out):
     assert len(caused) == 5
     # The GPU- and rank-level entities use the documented formats.
     for t in faults_out.truth:
-        assert re.fullmatch(r"run:[\w.-]+|rank:[\w.-]+/rank-\d+|gpu:node-\d+:\d+", t["entity"]), t
+        assert re.fullmatch(r"run:[\w.-]+|rank:[\w.-]+/rank-\d+|gpu:node-\d+:\d+|endpoint:[\w.-]+"
+                            r"|checkpoint:[\w.-]+/step-\d{6}", t["entity"]), t
 
 
 def test_healthy_runs_are_quiet(faults_out):

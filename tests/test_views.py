@@ -29,7 +29,7 @@ from simulator import load_scenario, scenario_from_dict, simulate
 from tests.conftest import SMALL
 
 VIEWS = {"runs", "stall_windows", "restarts", "gpu_time", "goodput", "run_health", "open_incidents",
-         "incident_timeline", "checkpoint_status", "restart_cost"}
+         "incident_timeline", "checkpoint_status", "restart_cost", "serving_versions", "drift_history"}
 HOURS = ("2026-11-30-00:00", "2026-11-30-01:00")
 
 

@@ -12,6 +12,7 @@ MODULES: list[str] = [
     "agent",
     "sql",
     "report",
+    "replay",
 ]
 
 

@@ -39,12 +39,13 @@ def read_run(con, run_id: str) -> dict[str, pd.DataFrame]:
         "series": sql.frame(con, "report/run_series", params),
         "ranks": sql.frame(con, "report/rank_step_seconds", params),
         "incidents": sql.frame(con, "report/run_incidents", params),
+        "drift": sql.frame(con, "quality/run_drift", params),
     }
 
 
 def render(run_id: str, frames: dict[str, pd.DataFrame], out: Path) -> Path:
     """Write index.html, run.png and ranks.png into `out` (each file replaced atomically)."""
-    from orchestration.plots import rank_plot, run_plot
+    from orchestration.plots import drift_plot, rank_plot, run_plot
 
     out.mkdir(parents=True, exist_ok=True)
     windows = frames["incidents"]
@@ -70,6 +71,12 @@ def render(run_id: str, frames: dict[str, pd.DataFrame], out: Path) -> Path:
         "<h2>Checkpoint status</h2>", _table(frames["checkpoint"]),
         f"<h2>Restarts ({len(frames['restarts'])})</h2>", _table(frames["restarts"]),
     ]
+    drift = frames.get("drift", pd.DataFrame())
+    if not drift.empty:   # the run's models in production: how their inputs and predictions moved
+        _write(out / "drift.png", drift_plot(drift, title=f"{run_id}'s model versions: drift score per column"))
+        sections += ["<h2>Drift of the run's model versions</h2><p>evidently drift score per column and hour "
+                     "against each version's reference window (dashed: threshold; ringed: drifted).</p>",
+                     '<img src="drift.png" alt="drift score per column over time">']
     page = (
         "<!doctype html><html><head><meta charset='utf-8'>"
         f"<title>Goodput report: {html.escape(run_id)}</title><style>"

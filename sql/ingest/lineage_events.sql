@@ -2,4 +2,4 @@
 DELETE FROM lineage_events WHERE time >= $start AND time < $end;
 INSERT INTO lineage_events BY NAME
 SELECT unnest(rec), time, raw::JSON AS payload, file AS source_file, line AS source_line
-FROM parsed WHERE reason IS NULL ORDER BY file, line;
+FROM parsed WHERE reason IS NULL;  -- already in file, line order (no sort: it cost ~1 s per 1.5 M rows)

@@ -2,4 +2,4 @@
 DELETE FROM predictions WHERE time >= $start AND time < $end;
 INSERT INTO predictions BY NAME
 SELECT unnest(rec), time, file AS source_file, line AS source_line
-FROM parsed WHERE reason IS NULL ORDER BY file, line;
+FROM parsed WHERE reason IS NULL;  -- already in file, line order (no sort: it cost ~1 s per 1.5 M rows)

@@ -1,0 +1,243 @@
+"""The drift_reports asset: evidently drift reports and the drift history of every served model version.
+
+For each hour, endpoint and model version it compares the version's predictions (features, predicted
+label, confidence) with the version's reference window (`version_references` in
+sql/migrations/008_quality.sql: the window registered with the version, else its first stable hour
+after promotion). DuckDB does the cheap part on the full windows (row counts, means) and draws a
+deterministic sample of at most `max_rows` rows per side; evidently (DataDriftPreset) scores each
+column on the sample and renders the HTML report, saved under
+GOODPUT_HOME/reports/drift/<endpoint>/<version>/<hour>.html. The per-column scores land in
+`drift_scores` (the `drift_history` view), which the input_drift and prediction_drift checks read.
+"""
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pandas as pd
+
+from orchestration import sql
+from orchestration.partitions import hourly, window_params
+from orchestration.plots import drift_plot, markdown_image
+from orchestration.warehouse import POOL, WarehouseResource, transaction
+
+PREDICTION_COLUMNS = ("prediction", "confidence")   # prediction drift; every other column is an input
+DRIFT_COLUMNS = (
+    "endpoint", "model_version", "hour", "kind", "column_name", "column_type", "method", "score", "threshold",
+    "drifted", "current_rows", "reference_rows", "current_sampled", "reference_sampled", "current_mean",
+    "reference_mean", "reference_start", "reference_end", "reference_source", "report_path",
+)
+
+
+class DriftConfig(dg.Config):
+    settle_minutes: int = 10
+    """Warm-up after a promotion left out of the first-stable reference (canary ramp, caches)."""
+    reference_minutes: int = 60
+    """Length of the first-stable reference window: an hour holds a full cycle of request mix."""
+    min_current_rows: int = 100
+    """Fewer predictions in the hour than this: not judged (distances are noise on tiny samples)."""
+    min_reference_rows: int = 100
+    max_rows: int = 5000
+    """Per side, evidently sees at most this many rows (a deterministic sample drawn in DuckDB): the
+    distances it uses are stable well below it, and its cost grows with the rows (bench/bench_drift.py)."""
+    num_method: str = "wasserstein"
+    num_threshold: float = 0.1
+    """Wasserstein distance in units of the reference's standard deviation (evidently's default: a
+    move of a tenth of a standard deviation), for large samples; see num_noise_factor."""
+    num_noise_factor: float = 3.0
+    """The threshold is at least this many times sqrt(1/n + 1/m) (n, m: rows per side), the scale of
+    the distance between two samples of one distribution: an hour of a small endpoint holds a few
+    hundred predictions, where pure sampling noise reaches 0.14 (measured), so 0.1 alone would alarm
+    on noise. At 350 rows per side the threshold is 0.23; above ~1,800 rows it is 0.1."""
+    cat_method: str = "jensenshannon"
+    cat_threshold: float = 0.1
+    """Jensen-Shannon distance of the category shares (evidently's default)."""
+    cat_noise_factor: float = 2.0
+    """As num_noise_factor, for the categorical distance (noise measured up to 0.09 at 350 rows)."""
+    write_reports: bool = True
+
+
+@dataclass(frozen=True)
+class Window:
+    endpoint: str
+    model_version: str
+    current_start: datetime
+    current_end: datetime
+    current_rows: int
+    reference_start: datetime
+    reference_end: datetime
+    reference_version: str | None
+    reference_rows: int
+    reference_source: str
+
+
+def reports_root(warehouse: WarehouseResource) -> Path:
+    """GOODPUT_HOME/reports (the warehouse file lives in GOODPUT_HOME)."""
+    return Path(warehouse.path).resolve().parent / "reports"
+
+
+def windows(con: duckdb.DuckDBPyConnection, start: datetime, end: datetime, config: DriftConfig) -> list[Window]:
+    frame = sql.frame(con, "quality/windows", {
+        "start": start, "end": end, "settle_minutes": config.settle_minutes, "reference_minutes": config.reference_minutes})
+    out = []
+    for r in frame.itertuples():
+        if r.current_rows < config.min_current_rows or r.reference_rows < config.min_reference_rows:
+            continue
+        out.append(Window(r.endpoint, r.model_version, r.current_start, r.current_end, int(r.current_rows),
+                          r.reference_start, r.reference_end, None if pd.isna(r.reference_version) else r.reference_version,
+                          int(r.reference_rows), r.reference_source))
+    return out
+
+
+def sample(con: duckdb.DuckDBPyConnection, endpoint: str, version: str | None, start, end, max_rows: int) -> pd.DataFrame:
+    """At most `max_rows` predictions, features expanded into columns (one per JSON key)."""
+    rows = sql.frame(con, "quality/sample", {
+        "endpoint": endpoint, "version": version, "from": start, "until": end, "max_rows": max_rows})
+    features = pd.json_normalize([json.loads(f) if isinstance(f, str) else (f or {}) for f in rows["features"]])
+    features.index = rows.index
+    return pd.concat([features, rows[["prediction", "confidence"]]], axis=1)
+
+
+def column_types(current: pd.DataFrame, reference: pd.DataFrame) -> dict[str, str]:
+    """'num' or 'cat' per column both sides have (numeric on both sides -> num)."""
+    types = {}
+    for column in current.columns:
+        if column not in reference.columns:
+            continue
+        numeric = pd.api.types.is_numeric_dtype(current[column]) and pd.api.types.is_numeric_dtype(reference[column])
+        types[column] = "num" if numeric and not pd.api.types.is_bool_dtype(current[column]) else "cat"
+    return types
+
+
+def evidently_drift(current: pd.DataFrame, reference: pd.DataFrame, config: DriftConfig):
+    """(per-column scores, evidently snapshot): DataDriftPreset with the configured methods."""
+    from evidently import DataDefinition, Dataset, Report
+    from evidently.presets import DataDriftPreset
+
+    types = column_types(current, reference)
+    noise = math.sqrt(1 / max(len(current), 1) + 1 / max(len(reference), 1))
+    num_threshold = max(config.num_threshold, config.num_noise_factor * noise)
+    cat_threshold = max(config.cat_threshold, config.cat_noise_factor * noise)
+    num = [c for c, t in types.items() if t == "num"]
+    cat = [c for c, t in types.items() if t == "cat"]
+    for c in cat:   # evidently wants one dtype per categorical column
+        current[c], reference[c] = current[c].astype(str), reference[c].astype(str)
+    definition = DataDefinition(numerical_columns=num, categorical_columns=cat)
+    preset = DataDriftPreset(columns=num + cat, num_method=config.num_method, num_threshold=num_threshold,
+                             cat_method=config.cat_method, cat_threshold=cat_threshold)
+    snapshot = Report([preset]).run(Dataset.from_pandas(current[num + cat], data_definition=definition),
+                                    Dataset.from_pandas(reference[num + cat], data_definition=definition))
+    rows = []
+    for metric in snapshot.dict()["metrics"]:
+        cfg = metric.get("config", {})
+        if not cfg.get("type", "").endswith("ValueDrift"):
+            continue
+        column, method, threshold, score = cfg["column"], cfg["method"], float(cfg["threshold"]), metric["value"]
+        score = None if score is None else float(score)
+        rows.append({"column_name": column, "column_type": types[column], "method": method, "score": score,
+                     "threshold": threshold, "drifted": None if score is None else is_drifted(method, score, threshold)})
+    return pd.DataFrame(rows), snapshot
+
+
+def is_drifted(method: str, score: float, threshold: float) -> bool:
+    """p-value tests drift below their threshold; distances (Wasserstein, Jensen-Shannon, PSI, ...) at or above."""
+    from evidently.legacy.calculations.stattests.registry import _registered_stat_tests
+
+    display = method
+    for by_type in _registered_stat_tests.values():
+        for test in by_type.values():
+            if test.name == method:
+                display = test.display_name
+    return score < threshold if "p_value" in display.lower() else score >= threshold
+
+
+def drift_window(con: duckdb.DuckDBPyConnection, w: Window, hour: datetime, config: DriftConfig,
+                 reports: Path | None) -> pd.DataFrame:
+    """Score one window: cheap stats in DuckDB on all rows, evidently on the sample; write its report."""
+    current = sample(con, w.endpoint, w.model_version, w.current_start, w.current_end, config.max_rows)
+    reference = sample(con, w.endpoint, w.reference_version, w.reference_start, w.reference_end, config.max_rows)
+    scores, snapshot = evidently_drift(current, reference, config)
+    means = sql.frame(con, "quality/column_means", {
+        "endpoint": w.endpoint, "version": w.model_version, "current_start": w.current_start, "current_end": w.current_end,
+        "reference_start": w.reference_start, "reference_end": w.reference_end, "reference_version": w.reference_version})
+    mean = {(r.side, r.column_name): r.mean for r in means.itertuples()}
+    report_path = None
+    if reports is not None:
+        relative = Path("reports", "drift", _safe(w.endpoint), _safe(w.model_version), f"{hour:%Y-%m-%dT%H}.html")
+        target = reports.parent / relative
+        _save_html(snapshot, target)
+        report_path = relative.as_posix()
+    return scores.assign(
+        endpoint=w.endpoint, model_version=w.model_version, hour=pd.Timestamp(hour),
+        kind=scores["column_name"].map(lambda c: "prediction" if c in PREDICTION_COLUMNS else "input"),
+        current_rows=w.current_rows, reference_rows=w.reference_rows,
+        current_sampled=len(current), reference_sampled=len(reference),
+        current_mean=scores["column_name"].map(lambda c: mean.get(("current", c))),
+        reference_mean=scores["column_name"].map(lambda c: mean.get(("reference", c))),
+        reference_start=w.reference_start, reference_end=w.reference_end, reference_source=w.reference_source,
+        report_path=report_path,
+    )[list(DRIFT_COLUMNS)]
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+
+
+def _save_html(snapshot, target: Path) -> None:
+    """Write the report atomically: a reader never sees half a file."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".html.tmp")
+    os.close(fd)
+    try:
+        snapshot.save_html(tmp)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def compute_drift(con: duckdb.DuckDBPyConnection, start: datetime, end: datetime, config: DriftConfig,
+                  reports: Path | None) -> pd.DataFrame:
+    """Drift scores of every judged window of [start, end) (reports written under `reports`)."""
+    frames = [drift_window(con, w, start, config, reports) for w in windows(con, start, end, config)]
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(DRIFT_COLUMNS))
+
+
+@dg.asset(
+    deps=["predictions", "lineage_events"],
+    partitions_def=hourly,
+    group_name="baselines",   # runs in the detect job with the other per-hour baselines
+    kinds={"duckdb", "python"},
+    pool=POOL,
+)
+def drift_reports(context: dg.AssetExecutionContext, config: DriftConfig, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """Per endpoint and model version: evidently drift of the hour's inputs and predictions against the
+    version's reference window; HTML reports under GOODPUT_HOME/reports/drift/, per-column scores in
+    `drift_scores` (view `drift_history`), and a drift-over-time plot."""
+    params = window_params(context.partition_time_window)
+    reports = reports_root(warehouse) if config.write_reports else None
+    with warehouse.connect() as con:
+        scores = compute_drift(con, params["start"], params["end"], config, reports)
+        with transaction(con, new_drift_scores=scores):
+            sql.run(con, "quality/replace_drift", params)
+        history = sql.frame(con, "quality/drift_over_time", {"end": params["end"], "hours": 24})
+    drifted = scores[scores["drifted"].fillna(False).astype(bool)]
+    metadata: dict = {
+        "windows": int(scores[["endpoint", "model_version"]].drop_duplicates().shape[0]) if not scores.empty else 0,
+        "columns_scored": len(scores),
+        "columns_drifted": dg.MetadataValue.json(
+            [f"{r.endpoint}/{r.model_version}: {r.column_name} ({r.method} {r.score:.3f})" for r in drifted.itertuples()]),
+    }
+    for path in sorted(set(scores["report_path"].dropna())):
+        metadata[f"report {path}"] = dg.MetadataValue.path(str(reports.parent / path))
+    if not history.empty:
+        metadata["drift over time"] = dg.MetadataValue.md(markdown_image(
+            drift_plot(history, title="drift score per column (last 24 h)", dpi=60), "drift over time"))
+    return dg.MaterializeResult(metadata=metadata)

@@ -1,0 +1,141 @@
+"""Detectors of the model-quality signals (input drift, prediction drift, confidence shift, business
+metric drop).
+
+Each takes its signal's per-endpoint-and-version frame from `sql/detect/quality_*.sql` and returns
+findings in `registry.FINDING_COLUMNS` plus `endpoint` and `model_version`. The entity is the
+endpoint (fault targets are "endpoint:<name>"); `checkpoint` and the evidence's `training_run` name the
+version's checkpoint and training run (from its registration), so the incident carries version -> run
+-> checkpoint. `run_id` stays null: the incident is about the endpoint, and a run id would correlate it
+with the training run's own incidents (the triage in assets/triage.py fills the run afterwards).
+Thresholds and why: docs/signals.md, "Quality signals".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from checks.detectors import empty_findings
+from checks.registry import FINDING_COLUMNS
+
+HOUR = pd.Timedelta(hours=1)
+QUALITY_COLUMNS = list(FINDING_COLUMNS) + ["endpoint", "model_version", "checkpoint"]
+
+
+def _empty() -> pd.DataFrame:
+    return empty_findings().assign(endpoint=None, model_version=None, checkpoint=None)[QUALITY_COLUMNS]
+
+
+def _none(value):
+    return None if value is None or (not isinstance(value, (list, tuple, np.ndarray)) and pd.isna(value)) else value
+
+
+def _drift(frame: pd.DataFrame, thresholds: Mapping[str, float], what: str) -> pd.DataFrame:
+    """Hours where at least `min_drifted_columns` columns drifted, for `min_hours` consecutive hours."""
+    if frame.empty:
+        return _empty()
+    rows = []
+    for (endpoint, version), g in frame.sort_values("hour").groupby(["endpoint", "model_version"], sort=True):
+        g = g.reset_index(drop=True)
+        hit = g["columns_drifted"].ge(thresholds["min_drifted_columns"])
+        consecutive = g["hour"].diff().eq(HOUR)
+        stretch = (hit & ~(hit.shift(fill_value=False) & consecutive)).cumsum().where(hit)
+        for _, s in g[hit].groupby(stretch[hit]):
+            if len(s) < thresholds["min_hours"] or not s["in_window"].any():
+                continue
+            confirmed = s.iloc[int(thresholds["min_hours"]) - 1]
+            last = s.iloc[-1]
+            shown = s[s["in_window"]]
+            top = shown.loc[shown["top_score"].astype(float).idxmax()]
+            rows.append({
+                "entity_id": endpoint, "onset": s["hour"].iloc[0], "detected_at": confirmed["tick"],
+                "last_seen": last["tick"], "run_id": None, "rank": None, "hosts": [], "gpus": [],
+                "value": float(top["top_score"]), "baseline": None, "threshold": float(top["top_threshold"]),
+                "endpoint": endpoint, "model_version": version, "checkpoint": _none(last["checkpoint"]),
+                "evidence": {
+                    "what": what, "training_run": _none(last["run_id"]),
+                    "drifted_columns": list(last["drifted_columns"]),
+                    "scores": [dict(x) for x in last["scores"]],
+                    "hours_drifted": len(s),
+                    "rows": int(last["current_rows"]), "reference_rows": int(last["reference_rows"]),
+                    "sampled_rows": int(last["current_sampled"]), "sampled_reference_rows": int(last["reference_sampled"]),
+                    "reference": f"{last['reference_source']} {last['reference_start']} .. {last['reference_end']}",
+                    "report_path": _none(last["report_path"]),
+                },
+            })
+    return pd.DataFrame(rows, columns=QUALITY_COLUMNS) if rows else _empty()
+
+
+def input_drift(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
+    """The features an endpoint receives moved away from the version's reference window."""
+    return _drift(frame, thresholds, "input features")
+
+
+def prediction_drift(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
+    """The predicted labels or confidences moved away from the version's reference window."""
+    return _drift(frame, thresholds, "predictions")
+
+
+def confidence_shift(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
+    """The distribution of prediction confidence moved: a two-sample KS test (scipy) on the sampled
+    confidences with p below `max_p_value`, and the full-window mean moved by at least
+    `min_mean_shift` (so a tiny, merely significant shift on a huge window does not alarm)."""
+    if frame.empty:
+        return _empty()
+    rows = []
+    for r in frame.itertuples():
+        if r.current_rows < thresholds["min_rows"] or r.reference_rows < thresholds["min_reference_rows"]:
+            continue
+        ks = stats.ks_2samp(np.asarray(r.current_sample, float), np.asarray(r.reference_sample, float))
+        shift = float(r.current_mean) - float(r.reference_mean)
+        if ks.pvalue >= thresholds["max_p_value"] or abs(shift) < thresholds["min_mean_shift"]:
+            continue
+        rows.append({
+            "entity_id": r.endpoint, "onset": r.window_start, "detected_at": r.window_start, "last_seen": r.tick,
+            "run_id": None, "rank": None, "hosts": [], "gpus": [],
+            "value": abs(shift), "baseline": float(r.reference_mean), "threshold": thresholds["min_mean_shift"],
+            "endpoint": r.endpoint, "model_version": r.model_version, "checkpoint": _none(r.checkpoint),
+            "evidence": {
+                "training_run": _none(r.run_id), "current_mean": round(float(r.current_mean), 4),
+                "reference_mean": round(float(r.reference_mean), 4),
+                "mean_shift": round(shift, 4), "ks_statistic": round(float(ks.statistic), 4),
+                "ks_p_value": float(f"{ks.pvalue:.3g}"), "rows": int(r.current_rows),
+                "reference_rows": int(r.reference_rows), "sampled_rows": len(r.current_sample),
+                "reference": f"{r.reference_source} {r.reference_start} .. {r.reference_end}",
+            },
+        })
+    return pd.DataFrame(rows, columns=QUALITY_COLUMNS) if rows else _empty()
+
+
+def business_metric_drop(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
+    """The outcome rate of the judged prediction hour fell below the reference's by at least
+    `min_drop`, with at least `min_labelled` labelled predictions on each side and a one-sided Fisher
+    exact test (scipy) below `max_p_value`."""
+    if frame.empty:
+        return _empty()
+    rows = []
+    for r in frame.itertuples():
+        if r.current_labelled < thresholds["min_labelled"] or r.reference_labelled < thresholds["min_labelled"]:
+            continue
+        rate, ref_rate = r.current_hits / r.current_labelled, r.reference_hits / r.reference_labelled
+        table = [[r.current_hits, r.current_labelled - r.current_hits], [r.reference_hits, r.reference_labelled - r.reference_hits]]
+        p = float(stats.fisher_exact(table, alternative="less").pvalue)
+        if ref_rate - rate < thresholds["min_drop"] or p >= thresholds["max_p_value"]:
+            continue
+        rows.append({
+            "entity_id": r.endpoint, "onset": r.window_start, "detected_at": r.detected_at, "last_seen": r.tick,
+            "run_id": None, "rank": None, "hosts": [], "gpus": [],
+            "value": ref_rate - rate, "baseline": ref_rate, "threshold": thresholds["min_drop"],
+            "endpoint": r.endpoint, "model_version": r.model_version, "checkpoint": _none(r.checkpoint),
+            "evidence": {
+                "training_run": _none(r.run_id), "outcome_rate": round(rate, 4), "reference_outcome_rate": round(ref_rate, 4),
+                "labelled": int(r.current_labelled), "reference_labelled": int(r.reference_labelled),
+                "predictions": int(r.current_predictions), "p_value": float(f"{p:.3g}"),
+                "predictions_judged": f"{r.window_start} .. {r.window_end}",
+                "reference": f"{r.reference_source} {r.reference_start} .. {r.reference_end}",
+            },
+        })
+    return pd.DataFrame(rows, columns=QUALITY_COLUMNS) if rows else _empty()

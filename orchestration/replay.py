@@ -1,0 +1,281 @@
+"""Replay: detection delay as a user sees it, under the real schedule, in simulated time.
+
+A scenario is simulated into a staging folder. A replay clock then walks simulated time over the
+`detect` schedule's own cron ticks. Before each tick it appends to the home's raw zone every staged
+line whose data has arrived by then (its time plus its source's data latency: the NVML agent
+flushes every 10 s, the training client writes each step as it ends), to the same hour files, in
+the same order, append only, so that the raw zone grows as a producer's would. At each tick it
+evaluates the real schedule (`build_schedule_context` at the tick's time), executes every run
+request it yields through the real `detect` job on a real Dagster instance (as `goodput demo`
+does), then `fold_incidents` (as the run-status sensor would), and notes when each injected fault
+first had a matching incident (the shared scorer's match): the tick's simulated time plus the
+wall time its runs took. That is the delay a user sees: data latency + the schedule's cadence +
+the signal's detection window + the runs' own time.
+
+Library: `replay(staging, home, start, end, ...)` returns a `ReplayResult`; `tier_table` and
+`fault_type_table` summarize it against TARGETS. The `goodput replay` command
+(orchestration/commands/replay.py) and bench/bench_replay.py drive it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+# Seconds between a record's time and the moment its line is in the raw zone, per raw-zone folder.
+# gpu_samples: the NVML agent (sources/nvml_agent) flushes its buffer every 10 s; training_steps: the
+# client appends each step's record when the step ends (one ~2 s step after its time at most);
+# lineage, serving and prediction records are written as they happen (the Prometheus pull runs
+# inside the tick itself, so what it reads is current at the tick).
+DEFAULT_LATENCY_S: dict[str, float] = {
+    "gpu_samples": 10.0,
+    "training_steps": 2.0,
+    "lineage": 0.0,
+    "serving_metrics": 0.0,
+    "predictions": 0.0,
+    "prediction_outcomes": 0.0,
+}
+
+# What each tier's delay is held to (seconds): SEV1 stalls burn a whole job's GPUs by the minute.
+TARGETS = {"SEV1": 5 * 60.0, "SEV2": 30 * 60.0, "SEV3": 24 * 3600.0}
+TIER_ORDER = ("SEV1", "SEV2", "SEV3")
+
+_TIME = re.compile(rb'"time"\s*:\s*"([^"]*)"')
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+@dataclass
+class StagedFile:
+    """One staged raw file: where its lines end (byte offsets) and when each becomes available."""
+
+    relative: Path          # under raw/: <source>/<YYYY-MM-DD>/<HH>/<producer>.jsonl
+    data: bytes
+    ends: list[int]         # byte offset just past each line (its newline, if it has one)
+    available: list[float]  # epoch seconds from which the file holds this line (non-decreasing)
+    written: int = 0        # lines appended so far
+
+
+def index_file(path: Path, relative: Path, latency_s: float) -> StagedFile:
+    """Split a staged file into lines and give each its arrival time.
+
+    A line arrives `latency_s` after its record's time, and never before the lines above it (an
+    append-only writer writes in order): a line without a readable time arrives with the one above.
+    """
+    data = path.read_bytes()
+    ends, stamps = [], []
+    start = 0
+    while start < len(data):
+        stop = data.find(b"\n", start)
+        stop = len(data) if stop < 0 else stop + 1
+        found = _TIME.search(data, start, stop)
+        stamps.append(found.group(1).decode("utf-8", "replace") if found else None)
+        ends.append(stop)
+        start = stop
+    times = pd.to_datetime(pd.Series(stamps, dtype="object"), utc=True, errors="coerce", format="ISO8601")
+    seconds = (times - pd.Timestamp(0, tz="UTC")).dt.total_seconds().fillna(-np.inf).to_numpy()
+    available = (np.maximum.accumulate(seconds) + latency_s).tolist() if len(seconds) else []
+    return StagedFile(relative=relative, data=data, ends=ends, available=available)
+
+
+class GrowingRawZone:
+    """The home's raw zone, grown from a staged one as simulated time passes."""
+
+    def __init__(self, staging_raw: Path, home_raw: Path, latency: dict[str, float] | None = None):
+        self.home_raw = home_raw
+        self.latency = {**DEFAULT_LATENCY_S, **(latency or {})}
+        self.files = [
+            index_file(path, path.relative_to(staging_raw), self.latency.get(path.relative_to(staging_raw).parts[0], 0.0))
+            for path in sorted(staging_raw.rglob("*.jsonl"))
+        ]
+
+    def advance(self, now: datetime) -> int:
+        """Append every line that has arrived by `now`; returns how many lines were appended."""
+        cutoff = pd.Timestamp(now).timestamp()
+        appended = 0
+        for staged in self.files:
+            upto = bisect.bisect_right(staged.available, cutoff)
+            if upto <= staged.written:
+                continue
+            begin = staged.ends[staged.written - 1] if staged.written else 0
+            target = self.home_raw / staged.relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "ab") as out:  # the same hour file, appended, as a producer does
+                out.write(staged.data[begin:staged.ends[upto - 1]])
+            appended += upto - staged.written
+            staged.written = upto
+        return appended
+
+    def pending(self) -> int:
+        return sum(len(f.ends) - f.written for f in self.files)
+
+
+def schedule_ticks(cron: str, timezone_name: str, start: datetime, end: datetime) -> list[datetime]:
+    """The schedule's tick times in (start, end], as the Dagster daemon computes them."""
+    # dagster's own cron iteration (what the daemon uses), so the ticks are the schedule's exactly
+    from dagster._utils.schedules import cron_string_iterator
+
+    ticks = []
+    for tick in cron_string_iterator(pd.Timestamp(start).timestamp(), cron, timezone_name):
+        if tick > end:
+            break
+        if tick > start:
+            ticks.append(tick.astimezone(timezone.utc))
+    return ticks
+
+
+@dataclass
+class ReplayResult:
+    """What a replay saw: per tick (runs, time), per fault (when first seen), and every incident."""
+
+    ticks: pd.DataFrame
+    faults: pd.DataFrame
+    incidents: pd.DataFrame
+    schedule: str
+    cron: str
+    latency: dict[str, float] = field(default_factory=dict)
+
+
+def _aware(moment) -> datetime:
+    stamp = pd.Timestamp(moment)
+    return (stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")).to_pydatetime()
+
+
+def replay(staging: Path, home: Path, start, end, *, instance=None, latency: dict[str, float] | None = None,
+           schedule_name: str = "detect_every_minute", tail: timedelta = timedelta(minutes=15),
+           progress: Callable[[int, int, str], None] | None = None) -> ReplayResult:
+    """Grow `home`'s raw zone from `staging`'s over [start, end + tail) in simulated time, running
+    the real schedule's ticks; `staging` holds a simulated raw zone and its ground_truth.jsonl.
+    `progress(i, total, line)` is called after each tick."""
+    import dagster as dg
+
+    from orchestration.cli import _read_incidents
+    from orchestration.definitions import build_definitions
+    from orchestration.home import raw_root
+    from orchestration.scoring import load_truth, match
+
+    start, stop = _aware(start), _aware(end) + tail
+    instance = instance or dg.DagsterInstance.get()
+    defs = build_definitions(home)
+    schedule = defs.resolve_schedule_def(schedule_name)
+    repository = defs.get_repository_def()
+    detect = defs.resolve_job_def(schedule.job_name)
+    fold = defs.resolve_job_def("fold_incidents")
+    truth = load_truth(staging / "ground_truth.jsonl")
+    raw = GrowingRawZone(raw_root(staging), raw_root(home), latency)
+    ticks = schedule_ticks(schedule.cron_schedule, schedule.execution_timezone or "UTC", start, stop)
+    first_seen: dict[int, tuple[datetime, list[str]]] = {}
+    incident_seen: dict[str, datetime] = {}
+    incidents = pd.DataFrame()
+    tick_rows = []
+    say = progress or (lambda _i, _n, _line: None)
+    for i, tick in enumerate(ticks, 1):
+        appended = raw.advance(tick)
+        with dg.build_schedule_context(instance=instance, scheduled_execution_time=tick,
+                                       repository_def=repository) as context:
+            requests = list(schedule.evaluate_tick(context).run_requests or [])
+        t0 = time.monotonic()
+        failed = []
+        for request in requests:
+            result = detect.execute_in_process(partition_key=request.partition_key, instance=instance,
+                                               run_config=QUIET, tags=request.tags, raise_on_error=False)
+            if not result.success:
+                failed.append(request.partition_key)
+        if requests:  # the run-status sensor folds incidents after each successful detect run
+            fold.execute_in_process(instance=instance, run_config=QUIET)
+        wall = time.monotonic() - t0
+        seen_at = tick + timedelta(seconds=wall)
+        if requests:
+            incidents, _counts = _read_incidents(home)
+            for incident_id in incidents["incident_id"]:
+                incident_seen.setdefault(incident_id, seen_at)
+            matched = match(truth, incidents)
+            for row in matched.itertuples():
+                if row.detected and row.Index not in first_seen:
+                    first_seen[row.Index] = (seen_at, list(row.incident_ids))
+        tick_rows.append({"tick": tick, "runs": len(requests), "partitions": [r.partition_key for r in requests],
+                          "failed": failed, "lines_appended": appended, "wall_s": wall,
+                          "faults_seen": len(first_seen)})
+        say(i, len(ticks), f"{tick:%Y-%m-%d %H:%M} {len(requests)} run(s) {wall:4.1f}s, "
+            f"{appended:,} lines appended, {len(first_seen)}/{len(truth)} faults seen"
+            + (f", FAILED {', '.join(failed)}" if failed else ""))
+    return ReplayResult(
+        ticks=pd.DataFrame(tick_rows),
+        faults=_fault_rows(truth, first_seen, incidents),
+        incidents=_incident_rows(incidents, incident_seen),
+        schedule=schedule_name, cron=schedule.cron_schedule, latency=raw.latency,
+    )
+
+
+def _naive(moment: datetime) -> pd.Timestamp:
+    return pd.Timestamp(moment).tz_convert("UTC").tz_localize(None)
+
+
+def _fault_rows(truth: pd.DataFrame, first_seen: dict, incidents: pd.DataFrame) -> pd.DataFrame:
+    tiers = dict(zip(incidents["incident_id"], incidents["tier"])) if not incidents.empty else {}
+    signals = dict(zip(incidents["incident_id"], incidents["signal"])) if not incidents.empty else {}
+    rows = []
+    for index, fault in enumerate(truth.itertuples()):
+        seen, ids = first_seen.get(index, (None, []))
+        # the fault's tier is its most severe matching incident's (SEV1 < SEV2 < SEV3)
+        tier = min((tiers[i] for i in ids if i in tiers), default=None, key=TIER_ORDER.index)
+        rows.append({
+            "type": fault.type, "entity": fault.entity, "onset": fault.onset, "end": fault.end,
+            "tier": tier, "signals": sorted({signals[i] for i in ids if i in signals}),
+            "first_seen": _naive(seen) if seen else pd.NaT,
+            "delay_s": (_naive(seen) - fault.onset).total_seconds() if seen else np.nan,
+        })
+    return pd.DataFrame(rows, columns=["type", "entity", "onset", "end", "tier", "signals", "first_seen", "delay_s"])
+
+
+def _incident_rows(incidents: pd.DataFrame, seen: dict[str, datetime]) -> pd.DataFrame:
+    if incidents.empty:
+        return pd.DataFrame(columns=["incident_id", "signal", "tier", "onset", "opened", "first_seen"])
+    out = incidents[["incident_id", "signal", "tier", "onset", "opened"]].copy()
+    out["first_seen"] = [_naive(seen[i]) if i in seen else pd.NaT for i in out["incident_id"]]
+    return out.reset_index(drop=True)
+
+
+def _minutes(values: Iterable[float], how: str) -> float:
+    series = pd.Series(list(values), dtype="float64").dropna()
+    if series.empty:
+        return np.nan
+    return float(getattr(series, how)()) / 60
+
+
+def tier_table(faults: pd.DataFrame) -> pd.DataFrame:
+    """Per tier: faults, detected, delay median and max (minutes) against the tier's target."""
+    rows = []
+    for tier in TIER_ORDER:
+        mine = faults[faults["tier"] == tier]
+        if mine.empty:
+            continue
+        worst = _minutes(mine["delay_s"], "max")
+        rows.append({"tier": tier, "faults detected": len(mine), "delay median (min)": _minutes(mine["delay_s"], "median"),
+                     "delay max (min)": worst, "target (min)": TARGETS[tier] / 60,
+                     "met": "yes" if worst <= TARGETS[tier] / 60 else "no"})
+    missed = faults[faults["tier"].isna()]
+    if not missed.empty:
+        rows.append({"tier": "missed", "faults detected": 0, "delay median (min)": np.nan, "delay max (min)": np.nan,
+                     "target (min)": np.nan, "met": f"{len(missed)} not detected: " + ", ".join(sorted(set(missed["type"])))})
+    return pd.DataFrame(rows)
+
+
+def fault_type_table(faults: pd.DataFrame) -> pd.DataFrame:
+    """Per fault type: injected, detected, tier, delay median and max (minutes)."""
+    rows = []
+    for fault_type, mine in faults.groupby("type", sort=True):
+        tiers = sorted(set(mine["tier"].dropna()), key=TIER_ORDER.index)
+        rows.append({"fault type": fault_type, "injected": len(mine), "detected": int(mine["tier"].notna().sum()),
+                     "tier": "/".join(tiers) or "-",
+                     "signals": ", ".join(sorted({s for ss in mine["signals"] for s in ss})) or "-",
+                     "delay median (min)": _minutes(mine["delay_s"], "median"),
+                     "delay max (min)": _minutes(mine["delay_s"], "max")})
+    return pd.DataFrame(rows)
