@@ -100,8 +100,10 @@ def healthy_gpu_hours(scenario, truth: pd.DataFrame) -> float:
             run_id, _, rank = name.rpartition("/rank-")
             host, gpu = scenario.run(run_id).gpus[int(rank)]
             gpus = [f"node-{host}:{gpu}"]
-        else:
-            gpus = [f"node-{h}:{g}" for h in scenario.run(name).hosts for g in range(per_host)]
+        elif kind in ("run", "checkpoint"):   # a checkpoint fault: the run's GPUs (name: <run>/step-NNNNNN)
+            gpus = [f"node-{h}:{g}" for h in scenario.run(name.split("/")[0]).hosts for g in range(per_host)]
+        else:   # an endpoint: its faults are in serving, not in GPU-hours
+            gpus = []
         first = max(0, int((fault.onset - start).total_seconds() // 60))
         last = min(minutes, int(-(-(fault.end - start).total_seconds() // 60)))
         faulty.update((g, m) for g in gpus for m in range(first, last))

@@ -1,10 +1,10 @@
--- Generic serving latency alert: an endpoint's p99 end-to-end latency above $slo_seconds for
+-- Generic serving latency alert: an endpoint's p99 time to first token above $slo_seconds for
 -- $for_minutes (consecutive readings; a gap over $max_gap_seconds ends the stretch). Empty when
 -- there are no serving metrics.
 WITH marked AS (
     SELECT endpoint, model_version, time,
-           coalesce(e2e_latency_p99_seconds > $slo_seconds, false) AS firing,
-           lag(coalesce(e2e_latency_p99_seconds > $slo_seconds, false)) OVER w AS previous_firing,
+           coalesce(ttft_p99_seconds > $slo_seconds, false) AS firing,
+           lag(coalesce(ttft_p99_seconds > $slo_seconds, false)) OVER w AS previous_firing,
            time - lag(time) OVER w AS gap
     FROM serving_metrics
     WINDOW w AS (PARTITION BY endpoint ORDER BY time)
