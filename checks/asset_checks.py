@@ -34,7 +34,7 @@ def evaluate(
     """Run `signal` over [start, end) and store its findings; returns (series frame, findings)."""
     start, end = naive_utc(start), naive_utc(end)
     thresholds = dict(signal.thresholds) if thresholds is None else thresholds
-    frame = sql.frame(con, signal.query, {"start": start, "end": end, **thresholds})
+    frame = sql.frame(con, signal.query, {"start": start, "end": end, **signal.query_params, **thresholds})
     findings = signal.detector(frame, thresholds)
     findings = findings.assign(**{c: None for c in LINEAGE_COLUMNS if c not in findings.columns})
     stored = findings.assign(

@@ -77,6 +77,7 @@ class Signal:
     thresholds: Mapping[str, float] = field(default_factory=dict)
     fault_types: tuple[str, ...] = ()   # simulator fault types this signal is meant to catch
     entity_column: str = "run_id"       # the frame column naming the entities evaluated
+    query_params: Mapping[str, str] = field(default_factory=dict)  # fixed $params of the query (one SQL, several signals)
 
     def __post_init__(self):
         for value, allowed, what in (
@@ -86,6 +87,7 @@ class Signal:
             if value not in allowed:
                 raise ValueError(f"signal {self.name!r}: {what} {value!r} is not one of {', '.join(allowed)}")
         object.__setattr__(self, "thresholds", MappingProxyType(dict(self.thresholds)))
+        object.__setattr__(self, "query_params", MappingProxyType(dict(self.query_params)))
 
     @property
     def playbook(self) -> Playbook:

@@ -27,7 +27,8 @@ REGISTRY.register(Signal(
         "questions it was not validated on."
     ),
     inputs=("predictions", "lineage_events"),
-    query="detect/quality_input_drift",
+    query="detect/quality_drift",
+    query_params={"kind": "input"},
     detector=d.input_drift,
     thresholds={"min_drifted_columns": 1.0, "min_hours": 2.0, "lookback_hours": 3.0},
     fault_types=("input_drift",),
@@ -44,7 +45,8 @@ REGISTRY.register(Signal(
         "(evidently) for hours on end: the model behaves differently than when it was validated."
     ),
     inputs=("predictions", "lineage_events"),
-    query="detect/quality_prediction_drift",
+    query="detect/quality_drift",
+    query_params={"kind": "prediction"},
     detector=d.prediction_drift,
     thresholds={"min_drifted_columns": 1.0, "min_hours": 2.0, "lookback_hours": 3.0},
     fault_types=("bad_promotion", "confidence_shift"),

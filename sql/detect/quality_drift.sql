@@ -1,5 +1,6 @@
--- Input drift per endpoint, model version and hour: how many feature columns evidently found drifted
--- against the version's reference (drift_scores, written by the drift_reports asset), over the
+-- Drift of one $kind (input: the feature columns; prediction: predicted label and confidence) per
+-- endpoint, model version and hour: how many of those columns evidently found drifted against the
+-- version's reference (drift_scores, written by the drift_reports asset), over the
 -- partition and $lookback_hours before it (in_window false), so persistence sees across hours. The
 -- version's training run and checkpoint come from its registration.
 WITH hours AS (
@@ -16,7 +17,7 @@ WITH hours AS (
            any_value(reference_source) AS reference_source,
            any_value(reference_start) AS reference_start, any_value(reference_end) AS reference_end
     FROM drift_scores
-    WHERE kind = 'input'
+    WHERE kind = $kind
       AND hour >= $start - to_hours(CAST($lookback_hours AS INTEGER)) AND hour < $end
     GROUP BY endpoint, model_version, hour
 ), lineage AS (
