@@ -31,7 +31,12 @@ def sql_text(name: str) -> str:
 @functools.cache
 def statements(name: str) -> tuple[str, ...]:
     """The statements of one SQL file, comments kept, empty ones dropped."""
-    parts = re.split(r";[ \t]*(?:--[^\n]*)?\n", sql_text(name) + "\n")
+    return split_statements(sql_text(name))
+
+
+def split_statements(text: str) -> tuple[str, ...]:
+    """The statements of a SQL text (`;` at the end of a line ends one), comments kept, empty ones dropped."""
+    parts = re.split(r";[ \t]*(?:--[^\n]*)?\n", text + "\n")
     return tuple(p for p in (s.strip() for s in parts) if _has_code(p))
 
 

@@ -46,6 +46,7 @@ def test_tick_quick(tmp_path):
     result = json.loads(out.read_text())
     assert result["counts"]["training_steps"] > 0 and result["counts"]["gpu_samples"] == 720
     assert "tick total" in text and "reference read_json+INSERT training_steps" in text
+    assert "line-by-line parse training_steps" in text   # the dirty-hour path is measured too
 
 
 def test_scale_quick(tmp_path):

@@ -153,3 +153,101 @@ def test_duckdb_reads_the_files_and_every_odd_line_keeps_its_number_and_reason(t
     ]
     assert per_file == [(str(plain), 4, 6), (str(latin), 2, 1), (str(globbed), 1, 0)]
     assert result["rows_loaded"] == 7 and result["rows_quarantined"] == 7
+
+
+# --------------------------------------------------------------------------- fast path vs full parse
+# A clean hour goes through DuckDB's own strict read_json (the fast path); any hour with a line the
+# full parse would treat specially must fall back to it. Either way the tables must be the same.
+GOOD_STEP = {"time": "2026-11-30T10:00:05.000Z", "run_id": "r", "rank": 0, "step": 1, "loss": 2.5}
+EDGE_HOURS = {
+    "clean": [GOOD_STEP, {**GOOD_STEP, "step": 2, "time": "2026-11-30T10:59:59.999Z", "grad_norm": None}],
+    "CRLF line ends": "crlf",
+    "blank and whitespace lines": "blank",
+    "last line without a newline": "no_final_newline",
+    "truncated last line": "truncated",
+    "rank as a float": [{**GOOD_STEP, "rank": 1.5}],
+    "rank as a whole float": [{**GOOD_STEP, "rank": 3.0}],
+    "step as a numeric string": [{**GOOD_STEP, "step": "7"}],
+    "loss as a string": [{**GOOD_STEP, "loss": "nan"}],
+    "loss as a bool": [{**GOOD_STEP, "loss": True}],
+    "run_id as a number": [{**GOOD_STEP, "run_id": 12}],
+    "run_id as an object": [{**GOOD_STEP, "run_id": {"a": 1}}],
+    "huge integer": [{**GOOD_STEP, "tokens": 2 ** 70}],
+    "required field null": [{**GOOD_STEP, "rank": None}],
+    "required field absent": [{k: v for k, v in GOOD_STEP.items() if k != "step"}],
+    "time outside the hour": [{**GOOD_STEP, "time": "2026-11-30T11:00:00.000Z"}],
+    "time with an offset": [{**GOOD_STEP, "time": "2026-11-30T12:30:00+02:00"}],
+    "time as epoch seconds": [{**GOOD_STEP, "time": 1764496805}],
+    "time not a timestamp": [{**GOOD_STEP, "time": "yesterday"}],
+    "producer rejection": [{**GOOD_STEP, "quarantine_reason": "unparseable exposition line"}],
+    "JSON null line": "null",
+    "array line": "array",
+    "two objects on a line": "two_objects",
+    "unknown fields": [{**GOOD_STEP, "favourite_colour": "blue", "nested": {"x": [1, 2]}}],
+    "duplicate key": 'dup',
+}
+
+
+def _write_edge_hour(path, case) -> None:
+    good = json.dumps(GOOD_STEP)
+    other = json.dumps({**GOOD_STEP, "step": 2})
+    raw = {
+        "crlf": f"{good}\r\n{other}\r\n",
+        "blank": f"{good}\n\n   \n{other}\n\t\n",
+        "no_final_newline": f"{good}\n{other}",
+        "truncated": f"{good}\n{other[:-9]}",
+        "null": f"{good}\nnull\n{other}\n",
+        "array": f"{good}\n[1, 2]\n{other}\n",
+        "two_objects": f"{good}{other}\n{other}\n",
+        "dup": '{"time": "2026-11-30T10:00:05.000Z", "run_id": "r", "rank": 0, "step": 1, "step": 9}\n',
+    }
+    text = raw[case] if isinstance(case, str) else "".join(json.dumps(r) + "\n" for r in [GOOD_STEP, *case])
+    path.write_bytes(text.encode())
+
+
+@pytest.mark.parametrize("name", list(EDGE_HOURS))
+def test_the_fast_path_and_the_full_parse_land_the_same_rows(tmp_path, name):
+    hour = tmp_path / "raw" / "training_steps" / "2026-11-30" / "10"
+    hour.mkdir(parents=True)
+    files = [hour / "a.rank-0.jsonl", hour / "b.rank-1.jsonl"]
+    _write_edge_hour(files[0], EDGE_HOURS[name])
+    files[1].write_text(json.dumps({**GOOD_STEP, "rank": 1}) + "\n")
+    source = next(s for s in SOURCES if s.table == "training_steps")
+    tables = {}
+    for fast in (True, False):
+        with WarehouseResource(path=str(tmp_path / f"{fast}.duckdb")).connect() as con:
+            result = ingest_partition(con, source, files, datetime(2026, 11, 30, 10), datetime(2026, 11, 30, 11), fast=fast)
+            tables[fast] = {t: repr(con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall())   # repr: NaN == NaN
+                            for t in ("training_steps", "quarantine", "ingest_files")}
+            assert not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name IN ('clean', 'parsed')").fetchone()[0]
+        if fast:
+            took_fast_path = result["parse"] == "fast"
+    assert tables[True] == tables[False]
+    # Only an hour with nothing to quarantine and nothing skipped may take the fast path.
+    if name in ("clean", "CRLF line ends", "last line without a newline", "unknown fields", "rank as a whole float"):
+        assert took_fast_path
+    elif tables[False]["quarantine"] != "[]" or name == "blank and whitespace lines":
+        assert not took_fast_path
+
+
+def test_a_file_growing_between_the_count_and_the_read_falls_back_to_the_full_parse(tmp_path, monkeypatch):
+    import assets.ingest as ingest
+
+    hour = tmp_path / "raw" / "training_steps" / "2026-11-30" / "10"
+    hour.mkdir(parents=True)
+    path = hour / "a.rank-0.jsonl"
+    path.write_text(json.dumps(GOOD_STEP) + "\n")
+    counted = ingest.line_counts
+
+    def count_then_append(files):
+        counts = counted(files)
+        with open(path, "a") as fh:   # a producer appends after the count
+            fh.write(json.dumps({**GOOD_STEP, "step": 2}) + "\n")
+        return counts
+
+    monkeypatch.setattr(ingest, "line_counts", count_then_append)
+    source = next(s for s in SOURCES if s.table == "training_steps")
+    with WarehouseResource(path=str(tmp_path / "w.duckdb")).connect() as con:
+        result = ingest_partition(con, source, [path], datetime(2026, 11, 30, 10), datetime(2026, 11, 30, 11))
+        rows = con.execute("SELECT step, source_line FROM training_steps ORDER BY source_line").fetchall()
+    assert result["parse"] == "full" and rows == [(1, 1), (2, 2)]
