@@ -12,6 +12,23 @@ first had a matching incident (the shared scorer's match): the tick's simulated 
 wall time its runs took. That is the delay a user sees: data latency + the schedule's cadence +
 the signal's detection window + the runs' own time.
 
+Checkpoints grow too (`GrowingCheckpoints`). The simulator writes a run's real checkpoint files into
+the staging folder (`<staging>/checkpoints/<run>/step-NNNNNN/`) and its `checkpoint_saved` lineage
+line names them relative to the home, so without this the replay home has none and every audit
+finds them `missing` (a false SEV1 per checkpoint). Each staged checkpoint a `checkpoint_saved`
+line names (relative path, found in staging) is copied into the home at that line's arrival time
+(its time + the lineage latency, exactly when the line itself is appended), and before the line:
+a training job writes the files, then logs the save. Damage the simulator injected
+(`checkpoint_truncated`, a leftover `.tmp`, ...) is in the staged files, so it arrives with them.
+The copies' modification time is set to that arrival time in simulated time, so a checkpoint on
+the home's disk is in the hour it was saved. Absolute lineage paths are left alone (the simulator
+wrote those where they are). Files under the staged checkpoint roots (`checkpoints` and the first
+folder of every named path) that no `checkpoint_saved` line names have no knowable simulated write
+time (their mtime is the wall clock of the simulation), so they are copied after the last tick,
+as they are: they take no part in the ticks, and the home ends with exactly the staged
+checkpoints. (The simulator writes none today: a save that `checkpoint_overdue` skips writes
+nothing.) Files are copied, not hard-linked: setting a copy's mtime must not touch the staging.
+
 Library: `replay(staging, home, start, end, ...)` returns a `ReplayResult`; `tier_table` and
 `fault_type_table` summarize it against TARGETS. The `goodput replay` command
 (orchestration/commands/replay.py) and bench/bench_replay.py drive it.
@@ -20,7 +37,10 @@ Library: `replay(staging, home, start, end, ...)` returns a `ReplayResult`; `tie
 from __future__ import annotations
 
 import bisect
+import json
+import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -117,6 +137,94 @@ class GrowingRawZone:
         return sum(len(f.ends) - f.written for f in self.files)
 
 
+@dataclass
+class StagedCheckpoint:
+    """A staged checkpoint (folder or file) and when its `checkpoint_saved` line arrives."""
+
+    relative: str          # as lineage names it, relative to the home
+    available: float       # epoch seconds: its line's arrival time
+    copied: bool = False
+
+
+class GrowingCheckpoints:
+    """The home's checkpoints, grown from the staged ones as their `checkpoint_saved` lines arrive."""
+
+    def __init__(self, staging: Path, home: Path, raw: GrowingRawZone, roots: Iterable[str] = ("checkpoints",)):
+        self.staging, self.home = staging, home
+        named: dict[str, StagedCheckpoint] = {}
+        for staged in raw.files:
+            if staged.relative.parts[0] != "lineage":
+                continue
+            begin = 0
+            for end, available in zip(staged.ends, staged.available):
+                line = staged.data[begin:end]
+                begin = end
+                if b"checkpoint_saved" not in line:
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                path = record.get("checkpoint_path") if isinstance(record, dict) else None
+                if (record.get("event") != "checkpoint_saved" or not isinstance(path, str) or not path
+                        or Path(path).is_absolute() or ".." in Path(path).parts):
+                    continue
+                if not (staging / path).exists():
+                    continue
+                key = Path(path).as_posix()
+                if key not in named or available < named[key].available:   # the first line naming it
+                    named[key] = StagedCheckpoint(relative=key, available=available)
+        self.checkpoints = sorted(named.values(), key=lambda c: (c.available, c.relative))
+        self.roots = sorted(set(roots) | {Path(c.relative).parts[0] for c in self.checkpoints})
+
+    def advance(self, now: datetime) -> int:
+        """Copy every checkpoint whose line has arrived by `now`; returns how many were copied."""
+        cutoff = pd.Timestamp(now).timestamp()
+        copied = 0
+        for checkpoint in self.checkpoints:
+            if checkpoint.copied or checkpoint.available > cutoff:
+                continue
+            self._copy(self.staging / checkpoint.relative, self.home / checkpoint.relative, checkpoint.available)
+            checkpoint.copied = True
+            copied += 1
+        return copied
+
+    def unnamed(self) -> list[Path]:
+        """Staged files under the checkpoint roots that no `checkpoint_saved` line names (relative)."""
+        named = [Path(c.relative) for c in self.checkpoints]
+        out = []
+        for root in self.roots:
+            for path in sorted((self.staging / root).rglob("*")):
+                relative = path.relative_to(self.staging)
+                if path.is_file() and not any(relative == n or n in relative.parents for n in named):
+                    out.append(relative)
+        return out
+
+    def finish(self) -> int:
+        """After the last tick: copy the staged files no line names, as they are; returns how many."""
+        files = self.unnamed()
+        for relative in files:
+            target = self.home / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(self.staging / relative, target)
+        return len(files)
+
+    def pending(self) -> int:
+        return sum(not c.copied for c in self.checkpoints)
+
+    @staticmethod
+    def _copy(source: Path, target: Path, at: float) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True)
+            paths = [p for p in target.rglob("*")] + [target]
+        else:
+            shutil.copyfile(source, target)
+            paths = [target]
+        for path in paths:   # written when it was saved, in simulated time
+            os.utime(path, (at, at))
+
+
 def schedule_ticks(cron: str, timezone_name: str, start: datetime, end: datetime) -> list[datetime]:
     """The schedule's tick times in (start, end], as the Dagster daemon computes them."""
     # dagster's own cron iteration (what the daemon uses), so the ticks are the schedule's exactly
@@ -170,6 +278,7 @@ def replay(staging: Path, home: Path, start, end, *, instance=None, latency: dic
     fold = defs.resolve_job_def("fold_incidents")
     truth = load_truth(staging / "ground_truth.jsonl")
     raw = GrowingRawZone(raw_root(staging), raw_root(home), latency)
+    checkpoints = GrowingCheckpoints(staging, home, raw)
     ticks = schedule_ticks(schedule.cron_schedule, schedule.execution_timezone or "UTC", start, stop)
     first_seen: dict[int, tuple[datetime, list[str]]] = {}
     incident_seen: dict[str, datetime] = {}
@@ -177,6 +286,7 @@ def replay(staging: Path, home: Path, start, end, *, instance=None, latency: dic
     tick_rows = []
     say = progress or (lambda _i, _n, _line: None)
     for i, tick in enumerate(ticks, 1):
+        saved = checkpoints.advance(tick)   # the files first, then the lines that name them
         appended = raw.advance(tick)
         with dg.build_schedule_context(instance=instance, scheduled_execution_time=tick,
                                        repository_def=repository) as context:
@@ -201,15 +311,20 @@ def replay(staging: Path, home: Path, start, end, *, instance=None, latency: dic
                 if row.detected and row.Index not in first_seen:
                     first_seen[row.Index] = (seen_at, list(row.incident_ids))
         tick_rows.append({"tick": tick, "runs": len(requests), "partitions": [r.partition_key for r in requests],
-                          "failed": failed, "lines_appended": appended, "wall_s": wall,
+                          "failed": failed, "lines_appended": appended, "checkpoints_copied": saved, "wall_s": wall,
                           "faults_seen": len(first_seen)})
         say(i, len(ticks), f"{tick:%Y-%m-%d %H:%M} {len(requests)} run(s) {wall:4.1f}s, "
             f"{appended:,} lines appended, {len(first_seen)}/{len(truth)} faults seen"
+            + (f", {saved} checkpoint(s) copied" if saved else "")
             + (f", FAILED {', '.join(failed)}" if failed else ""))
+    checkpoints.finish()   # staged checkpoint files no lineage line names: after the last tick
+    # An incident that matches no injected fault (the shared scorer's match) is a false alarm.
+    explained = {i for ids in match(truth, incidents)["incident_ids"] for i in ids} if not incidents.empty else set()
     return ReplayResult(
         ticks=pd.DataFrame(tick_rows),
         faults=_fault_rows(truth, first_seen, incidents),
-        incidents=_incident_rows(incidents, incident_seen),
+        incidents=_incident_rows(incidents, incident_seen).assign(
+            false_alarm=lambda f: ~f["incident_id"].isin(explained)),
         schedule=schedule_name, cron=schedule.cron_schedule, latency=raw.latency,
     )
 

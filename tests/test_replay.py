@@ -1,7 +1,9 @@
-"""Replay: the raw zone grows append-only to exactly the staged one, ingest is the same whether an
-hour is read while it grows or whole, and the real schedule's ticks find the hang at the delay a
-user would see."""
+"""Replay: the raw zone grows append-only to exactly the staged one (and the checkpoints with the
+lineage lines that name them), ingest is the same whether an hour is read while it grows or whole,
+and the real schedule's ticks find the hang and a damaged checkpoint at the delay a user would see,
+with no false alarm for the intact checkpoints."""
 
+import json
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -12,12 +14,13 @@ import pytest
 
 from assets.ingest import SOURCES, ingest_partition
 from orchestration.raw_zone import RawZoneResource
-from orchestration.replay import GrowingRawZone, fault_type_table, index_file, replay, schedule_ticks, tier_table
+from orchestration.replay import GrowingCheckpoints, GrowingRawZone, fault_type_table, index_file, replay, schedule_ticks, tier_table
 from orchestration.warehouse import WarehouseResource
 from simulator import load_scenario, simulate
 
 REPO = Path(__file__).resolve().parent.parent
 QUICK = REPO / "bench" / "scenarios" / "replay_quick.yaml"
+CKPTS = REPO / "bench" / "scenarios" / "replay_checkpoints.yaml"
 T0 = datetime(2026, 11, 30, tzinfo=timezone.utc)
 HOUR = datetime(2026, 11, 30)
 
@@ -29,8 +32,22 @@ def staged(tmp_path) -> Path:
     return tmp_path / "staging"
 
 
-def _files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.jsonl"))}
+@pytest.fixture
+def staged_checkpoints(tmp_path) -> Path:
+    """The replay_checkpoints scenario (real safetensors checkpoints, one truncated) simulated into staging."""
+    simulate(load_scenario(CKPTS), tmp_path / "staging")
+    return tmp_path / "staging"
+
+
+def _files(root: Path, pattern: str = "*.jsonl") -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob(pattern)) if p.is_file()}
+
+
+def _saved_paths(raw: Path) -> set[str]:
+    """The checkpoint paths the raw zone's checkpoint_saved lines name."""
+    return {record["checkpoint_path"] for path in raw.glob("lineage/*/*/*.jsonl")
+            for record in map(json.loads, path.read_text().splitlines())
+            if record.get("event") == "checkpoint_saved"}
 
 
 def test_a_line_arrives_after_its_latency_and_never_before_the_lines_above_it(tmp_path):
@@ -46,14 +63,32 @@ def test_a_line_arrives_after_its_latency_and_never_before_the_lines_above_it(tm
     assert staged.ends[-1] == len(path.read_bytes())
 
 
-def test_the_raw_zone_grows_append_only_to_exactly_the_staged_one(staged, tmp_path):
-    home_raw = tmp_path / "home" / "raw"
+@pytest.mark.parametrize("scenario", [QUICK, CKPTS], ids=["quick", "checkpoints"])
+def test_the_raw_zone_grows_append_only_to_exactly_the_staged_one(scenario, tmp_path):
+    staged, home = tmp_path / "staging", tmp_path / "home"
+    simulate(load_scenario(scenario), staged)
+    home_raw = home / "raw"
     zone = GrowingRawZone(staged / "raw", home_raw, latency={"gpu_samples": 10.0, "training_steps": 2.0})
+    checkpoints = GrowingCheckpoints(staged, home, zone)
+    if scenario == CKPTS:   # a file under the checkpoint root that no lineage line names: copied at the end
+        (staged / "checkpoints" / "stray" / "model.safetensors").parent.mkdir(parents=True)
+        (staged / "checkpoints" / "stray" / "model.safetensors").write_bytes(b"not named by lineage")
+        assert [c.relative for c in checkpoints.checkpoints] == [
+            f"checkpoints/ckpt-run/step-{step:06d}" for step in (60, 120, 180, 240)]
+        assert checkpoints.unnamed() == [Path("checkpoints/stray/model.safetensors")]
+    staged_checkpoints = _files(staged, "checkpoints/**/*")
     before = _files(staged / "raw")
     previous: dict[str, bytes] = {}
-    for minute in (0, 3, 7, 10, 13):
+    for minute in (0, 3, 7, 10, 13, 15):
         now = T0 + timedelta(minutes=minute)
+        checkpoints.advance(now)
         zone.advance(now)
+        # a checkpoint is in the home exactly when a line naming it is, with its staged bytes (damage included)
+        named = _saved_paths(home_raw)
+        present = {c.relative for c in checkpoints.checkpoints if (home / c.relative).exists()}
+        assert present == named
+        for name, data in _files(home, "checkpoints/**/*").items():
+            assert staged_checkpoints[name] == data
         grown = _files(home_raw)
         for name, data in grown.items():
             assert before[name].startswith(data)                       # a prefix of the staged file
@@ -63,8 +98,11 @@ def test_the_raw_zone_grows_append_only_to_exactly_the_staged_one(staged, tmp_pa
             latency = 10 if name.startswith("gpu_samples") else 2
             assert last_time + pd.Timedelta(seconds=latency) <= pd.Timestamp(now)   # arrived by now
         previous = grown
-    assert zone.pending() == 0
+    assert zone.pending() == 0 and checkpoints.pending() == 0
     assert _files(home_raw) == before
+    checkpoints.finish()
+    assert _files(home, "checkpoints/**/*") == staged_checkpoints        # byte for byte, the stray file too
+    assert bool(staged_checkpoints) == (scenario == CKPTS)
 
 
 def _tables(warehouse: WarehouseResource, root: Path) -> dict:
@@ -178,3 +216,32 @@ def test_the_schedule_does_not_queue_a_second_run_for_an_hour_that_has_one_waiti
     assert keys() == ["2026-11-30-09:00"]                       # the waiting run will read the newest lines
     at = at.replace(minute=17)
     assert keys() == []                                         # nothing to queue: a SkipReason
+
+
+def test_replay_grows_checkpoints_and_sees_the_truncated_one_as_sev1_and_nothing_else(staged_checkpoints, tmp_path,
+                                                                                      instance):
+    """Saves at 00:05:13, 00:07:34 (truncated on disk), 00:10:06 (and 00:13:00, after the window)."""
+    staged, home = staged_checkpoints, tmp_path / "home"
+    # four ticks (00:08-00:11): the first copies step 60 and step 120 with the lines that name them
+    result = replay(staged, home, T0 + timedelta(minutes=7), T0 + timedelta(minutes=11), instance=instance,
+                    tail=timedelta(0))
+    assert not any(result.ticks["failed"].map(len))
+    assert list(result.ticks["checkpoints_copied"]) == [2, 0, 0, 1]
+    (fault,) = result.faults.itertuples()
+    assert fault.type == "checkpoint_truncated" and fault.tier == "SEV1"
+    assert 0 <= fault.delay_s <= 5 * 60
+    assert "checkpoint_truncated" in fault.signals
+    # no false alarm: every incident is about the truncated checkpoint, the intact ones pass their audits
+    from orchestration.home import warehouse_path
+    from orchestration.warehouse import WarehouseResource
+
+    with WarehouseResource(path=str(warehouse_path(home))).connect(read_only=True) as con:
+        entities = {e for (e,) in con.execute("SELECT DISTINCT entity_type || ':' || entity_id FROM incidents").fetchall()}
+        audits = dict(con.execute("SELECT checkpoint, bool_and(status = 'ok') FROM checkpoint_audits "
+                                  "GROUP BY checkpoint").fetchall())
+        problems = {c for (c,) in con.execute("SELECT DISTINCT checkpoint FROM checkpoint_problems").fetchall()}
+    assert entities == {"checkpoint:ckpt-run/step-000120"}
+    assert audits == {"ckpt-run/step-000060": True, "ckpt-run/step-000120": False, "ckpt-run/step-000180": True}
+    assert problems == {"ckpt-run/step-000120"}
+    assert set(result.incidents["tier"]) == {"SEV1"}
+    assert not result.incidents["false_alarm"].any()   # every incident is the injected truncation
