@@ -1,11 +1,11 @@
 -- Prediction confidence per endpoint and model version in [$start, $end) (after the version's
 -- reference window) against its reference window (version_references): full-window counts and means
 -- in DuckDB, and up to $max_rows confidences per side (a deterministic sample: ordered by a hash of
--- the request id) for the KS test. `last_time`: the newest prediction judged, when the evidence was in.
+-- the request id) for the KS test.
 WITH refs AS (
     SELECT * FROM version_references($settle_minutes, $reference_minutes)
 ), cur AS (
-    SELECT p.endpoint, p.model_version, max(p.time) AS last_time,
+    SELECT p.endpoint, p.model_version, min(p.time) AS first_time,
            count(p.confidence) AS current_rows, avg(p.confidence) AS current_mean,
            list(p.confidence ORDER BY hash(p.request_id), p.request_id)
                FILTER (WHERE p.confidence IS NOT NULL)[1:CAST($max_rows AS INTEGER)] AS current_sample
@@ -27,7 +27,7 @@ WITH refs AS (
     FROM lineage_events WHERE event = 'model_version_registered' GROUP BY model_version
 )
 SELECT c.endpoint, c.model_version, greatest(CAST($start AS TIMESTAMP), r.reference_end) AS window_start,
-       c.last_time, CAST($end AS TIMESTAMP) AS tick, c.current_rows, c.current_mean, c.current_sample,
+       CAST($end AS TIMESTAMP) AS tick, c.current_rows, c.current_mean, c.current_sample,
        coalesce(f.reference_rows, 0) AS reference_rows, f.reference_mean, f.reference_sample,
        r.reference_source, r.reference_start, r.reference_end, l.run_id, l.checkpoint
 FROM cur c
