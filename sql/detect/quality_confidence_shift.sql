@@ -22,16 +22,12 @@ WITH refs AS (
      AND (r.reference_version IS NULL OR q.model_version = r.reference_version)
     WHERE (r.endpoint, r.model_version) IN (SELECT (endpoint, model_version) FROM cur)
     GROUP BY ALL
-), lineage AS (
-    SELECT model_version, arg_max(run_id, time) AS run_id, arg_max(checkpoint_path, time) AS checkpoint
-    FROM lineage_events WHERE event = 'model_version_registered' GROUP BY model_version
 )
 SELECT c.endpoint, c.model_version, greatest(CAST($start AS TIMESTAMP), r.reference_end) AS window_start,
        CAST($end AS TIMESTAMP) AS tick, c.current_rows, c.current_mean, c.current_sample,
        coalesce(f.reference_rows, 0) AS reference_rows, f.reference_mean, f.reference_sample,
-       r.reference_source, r.reference_start, r.reference_end, l.run_id, l.checkpoint
+       r.reference_source, r.reference_start, r.reference_end, r.run_id, r.checkpoint_path AS checkpoint
 FROM cur c
 JOIN refs r USING (endpoint, model_version)
 LEFT JOIN ref f USING (endpoint, model_version)
-LEFT JOIN lineage l USING (model_version)
 ORDER BY c.endpoint, c.model_version;
