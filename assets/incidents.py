@@ -73,12 +73,16 @@ def incident_entity(finding) -> tuple[str, str]:
 
 
 def _episodes(group: pd.DataFrame, gap: pd.Timedelta):
-    """Split one entity's findings (sorted by detection) where nothing was flagged for longer than `gap`."""
+    """Split one entity's findings (sorted by detection) where nothing was flagged for longer than `gap`.
+
+    A finding flags [onset, last_seen]: one that says its problem began while the previous ones were
+    still flagged (or within `gap` after) continues their episode, however late it was detected (an
+    hourly quality window is judged at its newest evidence, an hour after the previous window's)."""
     rows = group.reset_index(drop=True)
     start = 0
     last_seen = rows.loc[0, "last_seen"]
     for i in range(1, len(rows)):
-        if rows.loc[i, "detected_at"] - last_seen > gap:
+        if rows.loc[i, "onset"] - last_seen > gap:
             yield rows.iloc[start:i]
             start = i
         last_seen = max(last_seen, rows.loc[i, "last_seen"])

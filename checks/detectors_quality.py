@@ -94,7 +94,8 @@ def confidence_shift(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd
         if ks.pvalue >= thresholds["max_p_value"] or abs(shift) < thresholds["min_mean_shift"]:
             continue
         rows.append({
-            "entity_id": r.endpoint, "onset": r.window_start, "detected_at": r.window_start, "last_seen": r.tick,
+            # detected once the newest judged prediction was in (not at the window's start)
+            "entity_id": r.endpoint, "onset": r.window_start, "detected_at": r.last_time, "last_seen": r.tick,
             "run_id": None, "rank": None, "hosts": [], "gpus": [],
             "value": abs(shift), "baseline": float(r.reference_mean), "threshold": thresholds["min_mean_shift"],
             "endpoint": r.endpoint, "model_version": r.model_version, "checkpoint": _none(r.checkpoint),

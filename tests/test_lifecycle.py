@@ -107,6 +107,19 @@ def test_open_escalate_resolve_reopen():
     assert trans[trans["incident_id"] == new["incident_id"]]["transition"].tolist() == ["opened"]
 
 
+def test_hourly_findings_judged_at_their_newest_evidence_stay_one_episode():
+    # an hourly window is judged when its newest data is in: each hour's finding begins where the
+    # previous one ended but is detected ~an hour later; the episode continues, opened at the first
+    found = [slow(0, 58, 60), slow(60, 118, 120), slow(120, 178, 180)]
+    inc, trans = fold(pd.DataFrame(found), evaluated("slow_run", 180), LIFE, REG)
+    (one,) = inc.to_dict("records")
+    assert (one["onset"], one["opened"], one["last_seen"]) == (minutes(0), minutes(58), minutes(180))
+    assert list(trans["transition"])[0] == "opened"
+    # a window that begins well after the episode's last flagged time is a new episode
+    inc, _ = fold(pd.DataFrame(found + [slow(240, 298, 300)]), evaluated("slow_run", 300), LIFE, REG)
+    assert sorted(inc["episode"]) == [1, 2]
+
+
 def test_costly_on_first_sight_opens_at_the_escalated_tier():
     # onset an hour before detection: 8 GPU-h burned already, SEV1 from the start, no separate escalation
     inc, trans = fold(pd.DataFrame([slow(0, 60, 65)]), evaluated("slow_run", 65), LIFE, REG)

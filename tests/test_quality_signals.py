@@ -77,6 +77,7 @@ def confidence_frame(shift: float, n: int = 400, m: int = 400, seed: int = 1) ->
     cur = np.clip(rng.beta(5, 2, n) - shift, 0, 1)
     return pd.DataFrame([{
         "endpoint": "chat-api", "model_version": "v2", "window_start": H, "tick": H + pd.Timedelta(hours=1),
+        "last_time": H + pd.Timedelta(minutes=40),
         "current_rows": n, "current_mean": cur.mean(), "current_sample": cur[:5000].tolist(),
         "reference_rows": m, "reference_mean": ref.mean(), "reference_sample": ref[:5000].tolist(),
         "reference_source": "registered", "reference_start": H - pd.Timedelta(hours=2),
@@ -90,6 +91,8 @@ def test_confidence_shift_flags_a_lower_confidence():
     e = found.iloc[0]["evidence"]
     assert e["mean_shift"] == pytest.approx(-0.15, abs=0.03) and e["ks_p_value"] < 1e-6
     assert found.iloc[0]["model_version"] == "v2" and found.iloc[0]["baseline"] == pytest.approx(5 / 7, abs=0.03)
+    # known once the newest judged prediction was in, never before the window's data
+    assert found.iloc[0]["detected_at"] == H + pd.Timedelta(minutes=40)
 
 
 @pytest.mark.parametrize("frame", [

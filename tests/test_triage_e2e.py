@@ -68,6 +68,11 @@ def test_the_bad_promotion_is_triaged_as_a_regression_with_its_lineage(folded):
         assert "regression_after_promotion" in inc.playbook
     tiers = dict(zip(after["signal"], after["tier"]))
     assert tiers == {"confidence_shift": "SEV3", "prediction_drift": "SEV3", "business_metric_drop": "SEV2"}
+    # each opens once its evidence is in: after the promotion, never stamped at its window's start
+    assert (after["opened"] > PROMOTED_AT).all(), after[["signal", "opened"]]
+    # outcomes arrive late: the drop is known only once the judged predictions' outcomes have come in
+    drop = after[after["signal"] == "business_metric_drop"].iloc[0]
+    assert drop["opened"] > drop["onset"] + pd.Timedelta(hours=1)
 
 
 def test_scoring_matches_both_faults(folded):

@@ -13,7 +13,9 @@ WITH refs AS (
            any_value(j.until_time) AS window_end,
            count(*) AS current_predictions,
            count(*) FILTER (WHERE p.outcome IS NOT NULL AND p.outcome_time < $end) AS current_labelled,
-           count(*) FILTER (WHERE p.outcome IS NOT NULL AND p.outcome_time < $end AND p.outcome = p.prediction) AS current_hits
+           count(*) FILTER (WHERE p.outcome IS NOT NULL AND p.outcome_time < $end AND p.outcome = p.prediction) AS current_hits,
+           -- the evidence is in once the newest outcome counted has arrived
+           max(p.outcome_time) FILTER (WHERE p.outcome IS NOT NULL AND p.outcome_time < $end) AS detected_at
     FROM predictions_with_outcomes p JOIN refs r USING (endpoint, model_version), judged j
     WHERE p.time >= j.from_time AND p.time < j.until_time AND p.time >= r.reference_end
     GROUP BY p.endpoint, p.model_version
@@ -27,7 +29,7 @@ WITH refs AS (
     WHERE (r.endpoint, r.model_version) IN (SELECT (endpoint, model_version) FROM cur)
     GROUP BY ALL
 )
-SELECT c.*, CAST($start AS TIMESTAMP) AS detected_at, CAST($end AS TIMESTAMP) AS tick,
+SELECT c.*, CAST($end AS TIMESTAMP) AS tick,
        coalesce(f.reference_labelled, 0) AS reference_labelled, coalesce(f.reference_hits, 0) AS reference_hits,
        r.reference_source, r.reference_start, r.reference_end, r.run_id, r.checkpoint_path AS checkpoint
 FROM cur c
