@@ -1,8 +1,8 @@
 """The serving baseline asset: per-endpoint minute series with rolling baselines, and the SLOs.
 
-`serving_baselines` writes `serving_minutes` (schema: sql/migrations/007_serving.sql) from
-`serving_metrics`: latency quantiles, queue, running requests, KV cache, request rate and error
-ratio per endpoint and minute, each with the endpoint's trailing median over `window_minutes`. It
+`serving_baselines` writes `serving_minutes` (schema: sql/migrations/007_serving.sql and
+009_preemptions.sql) from `serving_metrics`: latency quantiles, queue, running requests, KV cache,
+preemptions, request rate and error ratio per endpoint and minute, each with the endpoint's trailing median over `window_minutes`. It
 also writes `serving_slos` from the `serving_slos:` section of GOODPUT_HOME/thresholds.yaml, so the
 serving signals' SQL and analysts read the same objectives. The serving signals check this asset.
 """

@@ -225,30 +225,41 @@ def serving_queue_growth(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
 
 def serving_batch_saturation(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
     """The engine's batch is full for `min_minutes`: KV-cache usage at least `kv_cache_full_ratio`
-    (new sequences wait or are preempted), or running requests at `running_full_ratio` of the
-    endpoint's `max_num_seqs` (set per endpoint in `serving_slos:`; without it only the KV cache
-    counts)."""
+    (new sequences wait or are preempted), running requests at `running_full_ratio` of the
+    endpoint's `max_num_seqs` (set per endpoint in `serving_slos:`; without it that test is off), or
+    at least `min_preemptions_per_minute` preemptions a minute (vLLM preempts a running sequence only
+    when the KV cache cannot grow it: a healthy engine preempts nothing)."""
     if frame.empty:
         return _findings([])
     f = _prepared(frame)
     kv_full = f["kv_cache_usage_ratio"].ge(thresholds["kv_cache_full_ratio"])
     limit = f["slo_max_num_seqs"].astype(float)
     running_full = limit.notna() & f["requests_running"].ge(thresholds["running_full_ratio"] * limit)
-    f = mark_stretches(f, "endpoint", kv_full | running_full, min_minutes=thresholds["min_minutes"])
+    preempting = f["preemptions"].astype(float).ge(thresholds["min_preemptions_per_minute"])
+    f = mark_stretches(f, "endpoint", kv_full | running_full | preempting, min_minutes=thresholds["min_minutes"])
     rows = []
     for stretch, active in active_stretches(f):
         kv = float(active["kv_cache_usage_ratio"].max())
         running = float(active["requests_running"].max())
         cap = active["slo_max_num_seqs"].dropna()
+        preemptions = stretch["preemptions"].astype(float).sum(min_count=1)
         by_kv = bool(kv_full.loc[active.index].any())
         by_running = bool(running_full.loc[active.index].any())
+        by_preemptions = bool(preempting.loc[active.index].any())
+        if by_kv:
+            value, threshold = kv, thresholds["kv_cache_full_ratio"]
+        elif by_running:
+            value, threshold = running / float(cap.iloc[0]), thresholds["running_full_ratio"]
+        else:
+            value, threshold = float(active["preemptions"].max()), thresholds["min_preemptions_per_minute"]
+        full_by = (("kv_cache", by_kv), ("max_num_seqs", by_running), ("preemptions", by_preemptions))
         rows.append(_finding(
-            stretch, active, value=kv if by_kv else running / float(cap.iloc[0]),
-            baseline=None, threshold=thresholds["kv_cache_full_ratio"] if by_kv else thresholds["running_full_ratio"],
+            stretch, active, value=value, baseline=None, threshold=threshold,
             evidence={
-                "full_by": ", ".join(w for w, hit in (("kv_cache", by_kv), ("max_num_seqs", by_running)) if hit),
+                "full_by": ", ".join(w for w, hit in full_by if hit),
                 "kv_cache_usage_ratio_max": _num(kv, 3), "requests_running_max": _num(running, 0),
                 "max_num_seqs": _num(cap.iloc[0], 0) if not cap.empty else "not configured",
+                "preemptions": _num(preemptions, 0) if pd.notna(preemptions) else "not pulled",
                 "requests_waiting": _num(active["requests_waiting"].median(), 1),
             },
         ))

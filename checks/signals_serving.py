@@ -85,13 +85,16 @@ REGISTRY.register(Signal(
     owner="platform",
     title="Serving batch saturated",
     description=(
-        "An endpoint's engine runs full: KV-cache usage near 100% or running requests at the configured "
-        "max_num_seqs for minutes. No headroom is left; the next load step queues or preempts."
+        "An endpoint's engine runs full for minutes: KV-cache usage near 100%, running requests at the "
+        "configured max_num_seqs, or sequences preempted every minute (vLLM preempts only when the KV cache "
+        "cannot grow a sequence, and throws away its prefill work). No headroom is left; the next load "
+        "step queues or preempts more."
     ),
     detector=d.serving_batch_saturation,
     thresholds={
         "kv_cache_full_ratio": 0.95,    # vLLM preempts sequences once the cache cannot grow them
         "running_full_ratio": 0.98,     # of max_num_seqs (when configured per endpoint)
+        "min_preemptions_per_minute": 1.0,   # a healthy engine preempts none: one a minute, every minute
         "min_minutes": 5.0,
         "lookback_minutes": 15.0,
     },

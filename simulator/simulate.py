@@ -1183,8 +1183,9 @@ _SERVING_FIELDS = ("ttft", "itl", "e2e_latency")
 def _serving_lines(scenario: Scenario, endpoint: Endpoint, versions: list[tuple[float, str]]):
     """One serving_metrics record per metrics interval, with the fields and key order of
     ``sources.prometheus.pull_serving_metrics``: latency quantiles of lognormal distributions
-    (slower under more load), queue, KV cache and cumulative request counters. Traffic follows the
-    endpoint's daily load curve (``diurnal``); the serving faults of the endpoint act here."""
+    (slower under more load), queue, KV cache and cumulative request and preemption counters (a
+    healthy engine preempts nothing). Traffic follows the endpoint's daily load curve
+    (``diurnal``); the serving faults of the endpoint act here."""
     rng = _rng(scenario.seed, "endpoint", endpoint.name)
     step = _seconds(endpoint.metrics_interval)
     t = np.arange(0.0, _seconds(scenario.duration), step)
@@ -1216,9 +1217,10 @@ def _serving_lines(scenario: Scenario, endpoint: Endpoint, versions: list[tuple[
     columns["requests_running"] = rng.poisson(endpoint.requests_per_second * load * e2e_mean).astype(float)
     columns["kv_cache_usage_ratio"] = np.round(
         np.clip(endpoint.kv_cache_usage * load * np.exp(rng.normal(0.0, 0.05, n)), 0.0, 0.99), 6)
-    _serving_faults(scenario, endpoint, faults, t, load, columns, rng)
+    preempted = _serving_faults(scenario, endpoint, faults, t, load, columns, rng)
     columns["request_success_total"] = success_total.astype(float)
     columns["request_failure_total"] = failure_total.astype(float)
+    columns["preemptions_total"] = _restarted_cumsum(preempted, restarts)   # a restart resets it too
     abs_ms = _ms(scenario.start) + _to_ms(t)
     times = _iso_array(0, abs_ms)
     rows = {k: v.tolist() for k, v in columns.items()}
@@ -1243,12 +1245,21 @@ def _restarted_cumsum(values: np.ndarray, restarts: list[int]) -> np.ndarray:
     return total
 
 
+# vLLM admits a waiting request as soon as KV-cache blocks free up and preempts the newest running
+# sequence when the others' growth needs the blocks back: under an overload of magnitude x the rate,
+# about a quarter of the excess arrivals are admitted and preempted again (a few a minute at 5%).
+_PREEMPTED_SHARE = 0.25
+
+
 def _serving_faults(scenario: Scenario, endpoint: Endpoint, faults: list[Fault], t: np.ndarray, load: np.ndarray,
-                    columns: dict, rng: np.random.Generator) -> None:
-    """The latency_regression and queue_saturation faults of ``endpoint``, applied to its columns.
-    Draws from ``rng`` only when such a fault exists, so scenarios without one keep their numbers."""
+                    columns: dict, rng: np.random.Generator) -> np.ndarray:
+    """The latency_regression and queue_saturation faults of ``endpoint``, applied to its columns;
+    returns the preemptions in each metrics interval (exact zeros without a queue saturation).
+    Draws from ``rng`` only when such a fault exists, so scenarios without one keep their numbers;
+    the preemptions draw from a stream of their own per fault, so adding them changed no other value."""
     running_full = float(np.max(columns["requests_running"])) if len(t) else 0.0
-    for f in faults:
+    preempted = np.zeros(len(t))
+    for k, f in enumerate(faults):
         lo, hi = _window(f, scenario)
         on = (t >= lo) & (t < hi)
         if not on.any():
@@ -1270,6 +1281,9 @@ def _serving_faults(scenario: Scenario, endpoint: Endpoint, faults: list[Fault],
                 for q in _Z:
                     col = columns[f"{prefix}_{q}_seconds"]
                     col[on] = np.round(col[on] + wait, 6)
+            expected = _PREEMPTED_SHARE * f.magnitude * rate * np.diff(t[on], prepend=lo)
+            preempted[on] += _rng(scenario.seed, "preemptions", endpoint.name, k).poisson(expected)
+    return preempted
 
 
 _LANGUAGES = ("en", "de", "fr", "ja", "es")

@@ -170,7 +170,8 @@ class LatencyDistribution:
 class SimulatedVllmEndpoint:
     """A vLLM server's /metrics for one model: latency histograms that grow by a fixed, stratified
     batch of requests per scrape, so the truth of every quantile over any window is the
-    distribution's quantile, plus queue, KV-cache and request counters."""
+    distribution's quantile, plus queue, KV-cache, request and preemption counters
+    (`preemptions_per_scrape`: 0 is a healthy engine)."""
 
     HISTOGRAMS = {
         "vllm:time_to_first_token_seconds": "ttft",
@@ -180,15 +181,17 @@ class SimulatedVllmEndpoint:
 
     def __init__(self, model_name: str, ttft: LatencyDistribution, itl: LatencyDistribution, e2e: LatencyDistribution,
                  batch: int = 2000, waiting: float = 3, running: float = 17, kv_cache: float = 0.42, failure_every: int = 50,
-                 buckets: list[float] | None = None):
+                 buckets: list[float] | None = None, preemptions_per_scrape: int = 0):
         self.model_name = model_name
         self.dists = {"ttft": ttft, "itl": itl, "e2e": e2e}
         self.batch, self.waiting, self.running, self.kv_cache = batch, waiting, running, kv_cache
         self.failure_every = failure_every
+        self.preemptions_per_scrape = preemptions_per_scrape
         self.buckets = buckets or geometric_buckets(0.001, 120.0, 1.02)
         self.counts = {name: [0] * (len(self.buckets) + 1) for name in self.dists}
         self.sums = {name: 0.0 for name in self.dists}
         self.requests = 0
+        self.preemptions = 0
         self.scrapes = 0
 
     def advance(self) -> None:
@@ -199,6 +202,7 @@ class SimulatedVllmEndpoint:
                 self.counts[name][bisect.bisect_left(self.buckets, value)] += 1
                 self.sums[name] += value
         self.requests += self.batch
+        self.preemptions += self.preemptions_per_scrape
         self.scrapes += 1
 
     def exposition(self) -> str:
@@ -222,5 +226,7 @@ class SimulatedVllmEndpoint:
                   "# TYPE vllm:request_success_total counter",
                   f'vllm:request_success_total{{{lab},finished_reason="stop"}} {float(self.requests - failures)}',
                   f'vllm:request_success_total{{{lab},finished_reason="length"}} 0.0',
-                  f'vllm:request_success_total{{{lab},finished_reason="abort"}} {float(failures)}']
+                  f'vllm:request_success_total{{{lab},finished_reason="abort"}} {float(failures)}',
+                  "# TYPE vllm:num_preemptions_total counter",
+                  f'vllm:num_preemptions_total{{{lab},engine="0"}} {float(self.preemptions)}']
         return "\n".join(lines) + "\n"

@@ -82,6 +82,7 @@ class ServingMetrics(BaseModel):
     requests_running: list[str] = ["vllm:num_requests_running"]
     kv_cache_usage_ratio: list[str] = ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"]
     request_counter: str = "vllm:request_success_total"
+    preemptions: list[str] = ["vllm:num_preemptions_total"]   # counter: sequences preempted (KV cache full)
     failure_reasons: list[str] = ["abort", "error"]   # finished_reason values counted as failures
     quantiles: list[float] = [0.5, 0.95, 0.99]
 

@@ -140,6 +140,11 @@ def pull_serving_metrics(client: PrometheusClient, config: PrometheusConfig, sta
         for series in client.query_range(query, start, end, config.step_seconds):
             for ts, value in series["values"]:
                 put(series["metric"], ts, field, value)
+    # preemptions: one counter per engine (vLLM labels model_name, engine), summed like the requests
+    query = f'sum by ({by}) ({{__name__=~"{_regex(s.preemptions)}"}})'
+    for series in client.query_range(query, start, end, config.step_seconds):
+        for ts, value in series["values"]:
+            put(series["metric"], ts, "preemptions_total", value)
     records = [rows[k] for k in sorted(rows, key=lambda k: (float(k[0]), k[1], k[2] or ""))]
     for r in rejects:
         r["time"] = _time(r["time"])

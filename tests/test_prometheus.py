@@ -111,6 +111,7 @@ def prometheus_server(tmp_path):
         ttft=LatencyDistribution(median=0.18, sigma=0.5),
         itl=LatencyDistribution(median=0.021, sigma=0.3),
         e2e=LatencyDistribution(median=2.4, sigma=0.6),
+        preemptions_per_scrape=3,
     )
     gpu_records = simulated_gpu_records()
     exporter = Exporter(gpu_records, endpoint)
@@ -230,6 +231,14 @@ def test_pull_window_lands_the_exporters_values_in_the_warehouse(prometheus_serv
     assert gauges["kv_cache_usage_ratio"].tolist() == pytest.approx([0.42] * len(gauges))
     assert (gauges["request_failure_total"] > 0).all()
     assert (gauges["request_success_total"] == 49 * gauges["request_failure_total"]).all()
+    # Preemptions: a counter the engine adds 3 to at every scrape, pulled as it grows (a nonzero rate).
+    preempted = serving.dropna(subset=["preemptions_total"])
+    assert len(preempted) >= max(3, len(serving) // 2)
+    assert (preempted["preemptions_total"] % 3 == 0).all() and preempted["preemptions_total"].is_monotonic_increasing
+    span = (preempted["time"].iloc[-1] - preempted["time"].iloc[0]).total_seconds()
+    rate = (preempted["preemptions_total"].iloc[-1] - preempted["preemptions_total"].iloc[0]) / span
+    print(f"preemptions: {rate:.2f} per second over {span:.0f} s (the exporter: 3 per scrape, one scrape a second)")
+    assert rate > 0
 
     # Pulling the same hour again replaces the raw files: the warehouse has no duplicates.
     for key in keys:

@@ -5,6 +5,7 @@ inference scenario through the real `detect` job and incidents fold (lineage and
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import dagster as dg
@@ -47,6 +48,7 @@ def frame(minutes=60, lookback=40, changes=(), endpoint="chat-api"):
             "requests_waiting": 1.5, "requests_waiting_max": 3.0, "requests_waiting_baseline": 1.5,
             "requests_running": 18.0, "requests_running_max": 20.0, "kv_cache_usage_ratio": 0.4,
             "kv_cache_usage_ratio_max": 0.45, "requests": 240.0, "failures": 2.0, "counter_resets": 0,
+            "preemptions": 0.0,
             "requests_per_second": 4.0, "requests_per_second_baseline": 4.0, "error_ratio": 2 / 240,
             "error_ratio_baseline": 0.01, "baseline_minutes": 120,
             **{f"slo_{m}_seconds": None for m in d.LATENCY}, "slo_max_num_seqs": None, "slo_error_ratio": None,
@@ -154,10 +156,38 @@ def test_batch_saturation_by_kv_cache_and_by_max_num_seqs():
     assert f["evidence"]["full_by"] == "max_num_seqs" and f["evidence"]["max_num_seqs"] == 64
 
 
+def test_batch_saturation_by_preemptions_alone():
+    # the KV-cache gauge reads 0.9 (each preemption frees blocks) and no max_num_seqs is configured:
+    # only the preemption counter shows the engine outgrowing its cache, every minute for 10 minutes
+    name = "serving_batch_saturation"
+    busy = [(10, 20, {"kv_cache_usage_ratio": 0.9, "kv_cache_usage_ratio_max": 0.94,
+                      "preemptions": lambda m: 2.0 + m % 3})]
+    (f,) = d.serving_batch_saturation(frame(changes=busy), th(name)).to_dict("records")
+    assert f["evidence"]["full_by"] == "preemptions" and f["evidence"]["max_num_seqs"] == "not configured"
+    assert f["evidence"]["preemptions"] == sum(2.0 + m % 3 for m in range(10, 20))
+    assert f["value"] == 4.0 and f["threshold"] == 1.0
+    assert f["onset"] == T0 + pd.Timedelta(minutes=10) and f["detected_at"] == T0 + pd.Timedelta(minutes=15)
+    # with the cache full too, both are named, and the value is the cache's
+    both = [(10, 20, {"kv_cache_usage_ratio": 0.97, "preemptions": 3.0})]
+    (f,) = d.serving_batch_saturation(frame(changes=both), th(name)).to_dict("records")
+    assert f["evidence"]["full_by"] == "kv_cache, preemptions" and f["evidence"]["preemptions"] == 30
+    assert f["value"] == pytest.approx(0.97)
+
+
+def test_batch_saturation_without_a_preemption_counter_says_so():
+    unknown = [(-40, 60, {"preemptions": None}), (10, 20, {"kv_cache_usage_ratio": 0.97})]
+    (f,) = d.serving_batch_saturation(frame(changes=unknown), th("serving_batch_saturation")).to_dict("records")
+    assert f["evidence"]["full_by"] == "kv_cache" and f["evidence"]["preemptions"] == "not pulled"
+
+
 @pytest.mark.parametrize("changes", [
     [(10, 20, {"kv_cache_usage_ratio": 0.9})],                         # busy, not full
     [(10, 13, {"kv_cache_usage_ratio": 0.97})],                        # 3 minutes full
     [(10, 30, {"requests_running": 64.0})],                            # no max_num_seqs configured
+    [(10, 11, {"preemptions": 40.0})],                                 # one minute of preemptions (a burst)
+    [(10, 30, {"preemptions": lambda m: 3.0 if m % 2 else 0.0})],      # every other minute: never 5 in a row
+    [(5, 9, {"preemptions": 2.0}), (10, 14, {"preemptions": 2.0})],   # 4 minutes, a quiet one, 4 more
+    [(10, 30, {"preemptions": 0.5})],                                  # under one a minute
 ])
 def test_batch_saturation_quiet(changes):
     assert d.serving_batch_saturation(frame(changes=changes), th("serving_batch_saturation")).empty
@@ -230,6 +260,29 @@ def test_counter_resets_are_increases_from_zero(tmp_path):
     assert got["counter_resets"].tolist() == [0, 0, 1, 0] and (got["requests"].dropna() >= 0).all()
 
 
+def test_preemption_counter_resets_count_as_the_new_value(tmp_path):
+    rows = [  # the server restarts at 10:02:00 (every counter from 0); the preemption counter alone
+              # goes down again at 10:03:30; the 10:04 minute has no preemption counter (not exported)
+        ("10:00:00", 1000, 10, 50), ("10:00:30", 1120, 11, 53), ("10:01:00", 1240, 12, 53), ("10:01:30", 1360, 13, 60),
+        ("10:02:00", 100, 30, 4), ("10:02:30", 220, 31, 6), ("10:03:00", 340, 32, 9), ("10:03:30", 460, 33, 2),
+        ("10:04:00", 580, 34, None),
+    ]
+    with WarehouseResource(path=str(tmp_path / "w.duckdb")).connect() as con:
+        for t, ok, failed, preempted in rows:
+            con.execute("INSERT INTO serving_metrics (time, endpoint, request_success_total, request_failure_total, "
+                        "preemptions_total, source_file, source_line) VALUES ($t, 'ep', $ok, $failed, $p, 'f', 1)",
+                        {"t": pd.Timestamp(f"2026-11-30 {t}").to_pydatetime(), "ok": ok, "failed": failed, "p": preempted})
+        sql.run(con, "baselines/serving_minutes", {"start": T0.to_pydatetime(), "end": (T0 + pd.Timedelta(hours=1)).to_pydatetime(),
+                                                   "window_minutes": 120})
+        got = con.execute("SELECT minute, preemptions, counter_resets FROM serving_minutes ORDER BY minute").df()
+        seen = sql.run(con, "detect/serving_minutes", {"start": T0.to_pydatetime(), "end": (T0 + pd.Timedelta(hours=1)).to_pydatetime(),
+                                                        "lookback_minutes": 0}).df()
+    # 10:00: 3 (the first scrape has no previous); 10:01: 0 + 7; 10:02: 4 (restart) + 2; 10:03: 3 + 2 (its own reset)
+    assert got["preemptions"].tolist()[:4] == [3.0, 7.0, 6.0, 5.0] and pd.isna(got["preemptions"].iloc[4])
+    assert got["counter_resets"].tolist() == [0, 0, 1, 0, 0]   # the request counters' resets only, as before
+    assert seen["preemptions"].tolist()[:4] == [3.0, 7.0, 6.0, 5.0]      # the detectors see the column
+
+
 def _endpoint_doc(duration="4h", start="2026-11-30T08:00:00Z", faults=(), amplitude=0.5, predictions=False):
     doc = {"seed": 5, "start": start, "duration": duration, "cluster": {"hosts": 1, "gpus_per_host": 1, "sample_interval": "60s"},
            "runs": [{"id": "r", "start": "1m", "duration": "20m", "hosts": [0], "ranks": 1, "step_time": "2s",
@@ -280,6 +333,25 @@ def test_each_serving_fault_is_flagged_by_its_signals_and_only_in_its_window(tmp
     assert (found["onset"] <= onset + pd.Timedelta(minutes=5)).all()
     assert (found["detected_at"] <= onset + pd.Timedelta(minutes=8)).all()
     assert (found["last_seen"] <= onset + pd.Timedelta(minutes=25)).all()
+    for evidence in found.loc[found["signal"] == "serving_batch_saturation", "evidence"]:
+        assert evidence["full_by"] == "kv_cache, preemptions" and evidence["preemptions"] > 0
+
+
+def test_simulated_preemptions_grow_only_under_queue_saturation_and_a_restart_resets_them(tmp_path):
+    faults = [{"type": "queue_saturation", "target": "endpoint:chat-api", "onset": "1h", "duration": "20m", "magnitude": 0.05},
+              {"type": "error_burst", "target": "endpoint:chat-api", "onset": "2h", "duration": "10m", "magnitude": 0.1}]
+    simulate(scenario_from_dict(_endpoint_doc(duration="3h", faults=faults)), tmp_path)
+    lines = [line for p in sorted((tmp_path / "raw" / "serving_metrics").rglob("*.jsonl")) for line in p.read_text().splitlines()]
+    rows = pd.DataFrame([json.loads(line) for line in lines])
+    total = rows.set_index(pd.to_datetime(rows["time"]).dt.tz_localize(None))["preemptions_total"]
+    saturated, restart = pd.Timestamp("2026-11-30 09:00"), pd.Timestamp("2026-11-30 10:00")
+    healthy = total[total.index < saturated]
+    assert (healthy == 0.0).all() and all('"preemptions_total":0.0' in line for line in lines[:len(healthy)])
+    during = total[(total.index >= saturated) & (total.index < saturated + pd.Timedelta(minutes=20))]
+    assert during.is_monotonic_increasing and 1.0 <= during.iloc[-1] / 20 <= 10.0     # a few a minute
+    held = total[(total.index >= saturated + pd.Timedelta(minutes=20)) & (total.index < restart)]
+    assert (held == during.iloc[-1]).all()                        # the queue drained: no more preemptions
+    assert (total[total.index >= restart] == 0.0).all()           # the restart reset the counter
 
 
 def test_serving_slos_come_from_thresholds_yaml(tmp_path):

@@ -95,7 +95,7 @@ def test_serving_metrics_have_the_prometheus_pull_shape(serving_home):
                  for q in PrometheusConfig().serving.quantiles]
     assert list(record) == ["time", "endpoint", "model_version", "host", *quantiles, "requests_waiting",
                             "requests_running", "kv_cache_usage_ratio", "request_success_total",
-                            "request_failure_total"]
+                            "request_failure_total", "preemptions_total"]
 
 
 def test_serving_output_is_deterministic(serving_home, tmp_path):

@@ -1,12 +1,14 @@
 -- Replace one hour of serving_minutes: per endpoint and minute, the scrapes summarised (latency
 -- quantile gauges as medians, queue / running / KV cache as mean and max, counter increases with
--- resets handled) and the endpoint's own trailing $window_minutes medians (current minute excluded).
+-- resets handled: requests, failures, preemptions) and the endpoint's own trailing $window_minutes
+-- medians (current minute excluded).
 DELETE FROM serving_minutes WHERE minute >= $start AND minute < $end;
 INSERT INTO serving_minutes BY NAME
 WITH scrapes AS (
     SELECT *,
            request_success_total - lag(request_success_total) OVER p AS d_success,
            request_failure_total - lag(request_failure_total) OVER p AS d_failure,
+           preemptions_total - lag(preemptions_total) OVER p AS d_preemptions,
            lag(time) OVER p AS previous_time
     FROM serving_metrics
     WHERE time >= $start - to_minutes(CAST($window_minutes AS INTEGER) + 1) AND time < $end
@@ -17,7 +19,10 @@ increases AS (
     SELECT *,
            (d_success < 0 OR d_failure < 0) AS reset,
            CASE WHEN d_success < 0 OR d_failure < 0 THEN request_success_total ELSE d_success END AS success_increase,
-           CASE WHEN d_success < 0 OR d_failure < 0 THEN request_failure_total ELSE d_failure END AS failure_increase
+           CASE WHEN d_success < 0 OR d_failure < 0 THEN request_failure_total ELSE d_failure END AS failure_increase,
+           -- the preemption counter restarts with the server, or on its own (it went down)
+           CASE WHEN d_preemptions < 0 OR d_success < 0 OR d_failure < 0 THEN preemptions_total
+                ELSE d_preemptions END AS preemptions_increase
     FROM scrapes
 ),
 per_minute AS (
@@ -40,6 +45,7 @@ per_minute AS (
            max(kv_cache_usage_ratio) AS kv_cache_usage_ratio_max,
            sum(success_increase) + sum(failure_increase) AS requests,
            sum(failure_increase) AS failures,
+           sum(preemptions_increase) AS preemptions,
            count(*) FILTER (WHERE reset)::INTEGER AS counter_resets,
            (sum(success_increase) + sum(failure_increase))
                / nullif(sum(epoch(time - previous_time)) FILTER (WHERE success_increase IS NOT NULL), 0)
