@@ -79,23 +79,53 @@ def prediction_drift(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd
     return _drift(frame, thresholds, "predictions")
 
 
+def _shifted(current: np.ndarray, reference: np.ndarray, mean_shift: float, thresholds: Mapping[str, float]):
+    """(KS result, flagged?) for one window: KS p below `max_p_value` and |mean shift| at least `min_mean_shift`."""
+    ks = stats.ks_2samp(current, reference)
+    return ks, ks.pvalue < thresholds["max_p_value"] and abs(mean_shift) >= thresholds["min_mean_shift"]
+
+
+def _first_flagged_minute(times, current: np.ndarray, reference: np.ndarray, reference_mean: float,
+                          thresholds: Mapping[str, float], last_time):
+    """The first minute of the window by which the sampled confidences so far already flag, as the
+    minute schedule would have seen it live (a backfill or a late hourly run judges the whole window
+    at once); the newest judged prediction when only the whole window flags."""
+    if times is None or len(times) != len(current):
+        return last_time
+    at = pd.to_datetime(pd.Series(list(times))).to_numpy()
+    order = np.argsort(at, kind="stable")
+    at, values = at[order], current[order]
+    minutes = np.unique(at.astype("datetime64[m]")) + np.timedelta64(1, "m")
+    for minute in minutes[:-1]:
+        n = int(np.searchsorted(at, minute, side="left"))
+        if n < thresholds["min_rows"]:
+            continue
+        prefix = values[:n]
+        if _shifted(prefix, reference, float(prefix.mean()) - reference_mean, thresholds)[1]:
+            return min(pd.Timestamp(minute), pd.Timestamp(last_time))
+    return last_time
+
+
 def confidence_shift(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
     """The distribution of prediction confidence moved: a two-sample KS test (scipy) on the sampled
     confidences with p below `max_p_value`, and the full-window mean moved by at least
-    `min_mean_shift` (so a tiny, merely significant shift on a huge window does not alarm)."""
+    `min_mean_shift` (so a tiny, merely significant shift on a huge window does not alarm).
+    Detected at the first minute by which the window's predictions so far already showed it."""
     if frame.empty:
         return _empty()
     rows = []
     for r in frame.itertuples():
         if r.current_rows < thresholds["min_rows"] or r.reference_rows < thresholds["min_reference_rows"]:
             continue
-        ks = stats.ks_2samp(np.asarray(r.current_sample, float), np.asarray(r.reference_sample, float))
+        current, reference = np.asarray(r.current_sample, float), np.asarray(r.reference_sample, float)
         shift = float(r.current_mean) - float(r.reference_mean)
-        if ks.pvalue >= thresholds["max_p_value"] or abs(shift) < thresholds["min_mean_shift"]:
+        ks, flagged = _shifted(current, reference, shift, thresholds)
+        if not flagged:
             continue
+        detected = _first_flagged_minute(getattr(r, "current_sample_times", None), current, reference,
+                                         float(r.reference_mean), thresholds, r.last_time)
         rows.append({
-            # detected once the newest judged prediction was in (not at the window's start)
-            "entity_id": r.endpoint, "onset": r.window_start, "detected_at": r.last_time, "last_seen": r.tick,
+            "entity_id": r.endpoint, "onset": r.window_start, "detected_at": detected, "last_seen": r.tick,
             "run_id": None, "rank": None, "hosts": [], "gpus": [],
             "value": abs(shift), "baseline": float(r.reference_mean), "threshold": thresholds["min_mean_shift"],
             "endpoint": r.endpoint, "model_version": r.model_version, "checkpoint": _none(r.checkpoint),

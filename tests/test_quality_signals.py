@@ -91,8 +91,36 @@ def test_confidence_shift_flags_a_lower_confidence():
     e = found.iloc[0]["evidence"]
     assert e["mean_shift"] == pytest.approx(-0.15, abs=0.03) and e["ks_p_value"] < 1e-6
     assert found.iloc[0]["model_version"] == "v2" and found.iloc[0]["baseline"] == pytest.approx(5 / 7, abs=0.03)
-    # known once the newest judged prediction was in, never before the window's data
+    # without the sample's times: known once the newest judged prediction was in
     assert found.iloc[0]["detected_at"] == H + pd.Timedelta(minutes=40)
+
+
+def _timed_confidences(shift_from_minute: float, shift: float = 0.15, per_minute: int = 8, seed: int = 3):
+    """An hour of predictions, `per_minute` a minute, whose confidence drops by `shift` from a minute on."""
+    rng = np.random.default_rng(seed)
+    times = H + pd.to_timedelta(np.sort(rng.uniform(0, 3600, 60 * per_minute)), unit="s")
+    values = rng.beta(5, 2, len(times)) - shift * (times >= H + pd.Timedelta(minutes=shift_from_minute))
+    ref = rng.beta(5, 2, 400)
+    order = rng.permutation(len(times))     # the SQL's hash order: not time order
+    return pd.DataFrame([{
+        "endpoint": "chat-api", "model_version": "v2", "window_start": H, "tick": H + pd.Timedelta(hours=1),
+        "last_time": times.max(), "current_rows": len(times), "current_mean": values.mean(),
+        "current_sample": values[order].tolist(), "current_sample_times": list(times[order]),
+        "reference_rows": 400, "reference_mean": ref.mean(), "reference_sample": ref.tolist(),
+        "reference_source": "registered", "reference_start": H - pd.Timedelta(hours=2),
+        "reference_end": H - pd.Timedelta(hours=1), "run_id": "llm-serve", "checkpoint": "/ck/step-1",
+    }])
+
+
+def test_confidence_shift_is_detected_at_the_minute_the_evidence_was_in():
+    # shifted from the window's start: as soon as enough predictions (100) are in, ~13 min at 8 a minute,
+    # not at the end of the hour that a late or backfilled run judges at once
+    early = d.confidence_shift(_timed_confidences(0), thresholds("confidence_shift")).iloc[0]
+    assert H + pd.Timedelta(minutes=12) <= early["detected_at"] <= H + pd.Timedelta(minutes=20)
+    # shifted from minute 30 on: never before the shift, and well before the hour's end
+    late = d.confidence_shift(_timed_confidences(30), thresholds("confidence_shift")).iloc[0]
+    assert H + pd.Timedelta(minutes=31) <= late["detected_at"] <= H + pd.Timedelta(minutes=50)
+    assert late["onset"] == H
 
 
 @pytest.mark.parametrize("frame", [
