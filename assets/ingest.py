@@ -180,11 +180,12 @@ def ingest_partition(
     An hour whose lines are all good takes the fast path (DuckDB's `read_json`); any other hour, or
     `fast=False`, is parsed line by line so that each bad line is quarantined with its reason."""
     start, end = naive_utc(start), naive_utc(end)
+    stats = [f.stat() for f in files]
     file_stats = pd.DataFrame(
         {
             "file": pd.Series([str(f) for f in files], dtype="object"),
-            "size_bytes": pd.Series([f.stat().st_size for f in files], dtype="int64"),
-            "modified_ns": pd.Series([f.stat().st_mtime_ns for f in files], dtype="int64"),
+            "size_bytes": pd.Series([s.st_size for s in stats], dtype="int64"),
+            "modified_ns": pd.Series([s.st_mtime_ns for s in stats], dtype="int64"),
         }
     )
     fields = target_fields(con, source.table)

@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from sources.client import GoodputClient, RawWriter, iso_utc  # noqa: E402  (stdlib only)
+from sources.client import GoodputClient, iso_utc  # noqa: E402  (stdlib only)
 
 RUN_ID = "h200-capture"
 TARGET_STEP_SECONDS = 0.3
@@ -403,32 +403,32 @@ def load_nvml(dry_run: bool, trainer_pid_box: dict):
 
 
 class Sampler(threading.Thread):
-    """The NVML agent's loop (run_agent's), stoppable from outside; plus a run-mapping diagnostic."""
+    """The NVML agent's own loop (`run_agent`) in a thread, stopped by `stop`; plus a run-mapping diagnostic."""
 
     def __init__(self, agent, raw_root: Path, interval: float, trainer_pid: dict):
         super().__init__(name="goodput-agent", daemon=True)
-        self.agent, self.interval, self.trainer_pid = agent, interval, trainer_pid
-        self.writer = RawWriter(raw_root, "gpu_samples", agent.host)
+        self.agent, self.raw_root, self.interval, self.trainer_pid = agent, raw_root, interval, trainer_pid
         self.stop = threading.Event()
         self.diag = {"samples": 0, "samples_with_trainer_pid": 0, "samples_run_id_from_environ": 0,
                      "samples_with_any_pid": 0, "pids_seen": set(), "errors": []}
 
     def run(self):
-        next_tick = time.monotonic()
-        while not self.stop.is_set():
-            try:
-                for record in self.agent.sample():
-                    self.writer.write(record)
-                self._diagnose()
-            except Exception as error:  # noqa: BLE001
-                if len(self.diag["errors"]) < 5:
-                    self.diag["errors"].append(f"{type(error).__name__}: {error}")
-            next_tick += self.interval
-            self.stop.wait(max(0.0, next_tick - time.monotonic()))
-        self.writer.close()
+        try:
+            from sources.nvml_agent import run_agent
+            run_agent(self.agent, self.raw_root, self.interval, stats_every=0, log=say, stop=self.stop,
+                      on_sample=self._diagnose)
+        except Exception as error:  # noqa: BLE001  (reported in the capture's summary)
+            self.diag["errors"].append(f"{type(error).__name__}: {error}")
 
-    def _diagnose(self):
+    def _diagnose(self, _records):
         """Would the run id have been found without the job-mapping fallback?"""
+        try:
+            self._check_mapping()
+        except Exception as error:  # noqa: BLE001
+            if len(self.diag["errors"]) < 5:
+                self.diag["errors"].append(f"{type(error).__name__}: {error}")
+
+    def _check_mapping(self):
         self.diag["samples"] += 1
         gpu = self.agent.gpus[0]
         if gpu.handle is None:
@@ -575,8 +575,7 @@ def role_capture(args) -> int:
                                       "--out", str(out)], cwd=str(REPO), env={**env, "CUDA_VISIBLE_DEVICES": ""})
     time.sleep(min(2 * args.interval, 4))   # a couple of samples after the trainer is gone
     sampler.stop.set()
-    sampler.join(timeout=10)
-    agent.close()
+    sampler.join(timeout=10)   # run_agent closes the agent as it ends
     if ckpt_proc is not None:
         try:
             ckpt_proc.wait(timeout=max(5.0, t_begin + args.train_seconds + args.hang_seconds + 55 - time.time()))

@@ -90,7 +90,7 @@ def _first_flagged_minute(times, current: np.ndarray, reference: np.ndarray, ref
     """The first minute of the window by which the sampled confidences so far already flag, as the
     minute schedule would have seen it live (a backfill or a late hourly run judges the whole window
     at once); the newest judged prediction when only the whole window flags."""
-    if times is None or len(times) != len(current):
+    if times is None:
         return last_time
     at = pd.to_datetime(pd.Series(list(times))).to_numpy()
     order = np.argsort(at, kind="stable")
@@ -102,7 +102,7 @@ def _first_flagged_minute(times, current: np.ndarray, reference: np.ndarray, ref
             continue
         prefix = values[:n]
         if _shifted(prefix, reference, float(prefix.mean()) - reference_mean, thresholds)[1]:
-            return min(pd.Timestamp(minute), pd.Timestamp(last_time))
+            return pd.Timestamp(minute)   # before the newest sampled minute: never after last_time
     return last_time
 
 

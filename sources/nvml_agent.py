@@ -263,27 +263,35 @@ class NvmlAgent:
 
 
 def run_agent(agent: NvmlAgent, raw_root: str | os.PathLike, interval: float = 10.0, count: int | None = None,
-              stats_every: int = 60, log=None) -> AgentStats:
-    """Sample every `interval` seconds into `raw_root/gpu_samples/...` until `count` samples or SIGTERM/SIGINT."""
+              stats_every: int = 60, log=None, stop: threading.Event | None = None,
+              on_sample=None) -> AgentStats:
+    """Sample every `interval` seconds into `raw_root/gpu_samples/...` until `count` samples, SIGTERM/SIGINT
+    or `stop` is set (from another thread). `on_sample(records)`, if given, sees each sample once written."""
     log = log or agent.log
     writer = RawWriter(raw_root, "gpu_samples", agent.host)
-    stopping = {"now": False}
+    signalled = {"now": False}   # a plain flag: Event.set() in a handler can deadlock on the Event's lock
+    stop = stop or threading.Event()
 
-    def stop(signum, frame):
-        stopping["now"] = True
+    def stopping() -> bool:
+        return signalled["now"] or stop.is_set()
+
+    def on_signal(signum, frame):
+        signalled["now"] = True
 
     previous = {}
     if threading.current_thread() is threading.main_thread():   # signal handlers only work there
         for sig in (signal.SIGTERM, signal.SIGINT):
-            previous[sig] = signal.signal(sig, stop)
+            previous[sig] = signal.signal(sig, on_signal)
     try:
         next_tick = time.monotonic()
-        while not stopping["now"]:
+        while not stopping():
             records = agent.sample()
             cpu0 = time.process_time()
             for record in records:
                 writer.write(record)
             agent.stats.cpu_seconds += time.process_time() - cpu0   # the cost per sample includes writing it
+            if on_sample is not None:
+                on_sample(records)
             s = agent.stats
             if stats_every and s.samples % stats_every == 0:
                 log(f"goodput agent: {s.samples} samples of {len(agent.gpus)} GPU(s), "
@@ -291,7 +299,7 @@ def run_agent(agent: NvmlAgent, raw_root: str | os.PathLike, interval: float = 1
             if count is not None and s.samples >= count:
                 break
             next_tick += interval
-            while not stopping["now"]:
+            while not stopping():
                 left = next_tick - time.monotonic()
                 if left <= 0:
                     break

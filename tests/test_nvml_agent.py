@@ -109,6 +109,26 @@ def read_samples(root: Path) -> list[dict]:
     return [json.loads(line) for f in sorted(root.glob("gpu_samples/*/*/*.jsonl")) for line in f.read_text().splitlines()]
 
 
+def test_run_agent_in_a_thread_stops_when_told_and_shows_each_sample(tmp_path):
+    import threading
+    agent = NvmlAgent(make_fake_nvml([FakeGpu(0), FakeGpu(1)]), host="node-a", proc_root=tmp_path / "proc")
+    agent.open()
+    stop, seen, first = threading.Event(), [], threading.Event()
+
+    def on_sample(records):
+        seen.append(len(records))
+        first.set()
+
+    worker = threading.Thread(target=run_agent, args=(agent, tmp_path / "raw"),
+                              kwargs={"interval": 60.0, "stop": stop, "on_sample": on_sample, "log": lambda m: None})
+    worker.start()
+    assert first.wait(timeout=10)
+    stop.set()                   # from another thread, in the middle of the 60 s wait for the next sample
+    worker.join(timeout=5)
+    assert not worker.is_alive()
+    assert seen == [2] and len(read_samples(tmp_path / "raw")) == 2
+
+
 def test_records_carry_every_field_in_base_units(tmp_path):
     gpus = [FakeGpu(0, xid_events=True), FakeGpu(1, util=0, reasons=0)]
     agent = NvmlAgent(make_fake_nvml(gpus), host="node-a", proc_root=tmp_path / "proc")

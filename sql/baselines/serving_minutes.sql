@@ -18,11 +18,10 @@ increases AS (
     -- a counter that went down was reset (the server restarted): what it counts since is its value
     SELECT *,
            (d_success < 0 OR d_failure < 0) AS reset,
-           CASE WHEN d_success < 0 OR d_failure < 0 THEN request_success_total ELSE d_success END AS success_increase,
-           CASE WHEN d_success < 0 OR d_failure < 0 THEN request_failure_total ELSE d_failure END AS failure_increase,
+           CASE WHEN reset THEN request_success_total ELSE d_success END AS success_increase,
+           CASE WHEN reset THEN request_failure_total ELSE d_failure END AS failure_increase,
            -- the preemption counter restarts with the server, or on its own (it went down)
-           CASE WHEN d_preemptions < 0 OR d_success < 0 OR d_failure < 0 THEN preemptions_total
-                ELSE d_preemptions END AS preemptions_increase
+           CASE WHEN reset OR d_preemptions < 0 THEN preemptions_total ELSE d_preemptions END AS preemptions_increase
     FROM scrapes
 ),
 per_minute AS (
