@@ -16,7 +16,6 @@ import json
 import mmap
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -144,14 +143,13 @@ def _ingest_clean(con: duckdb.DuckDBPyConnection, table: str, fields: dict[str, 
                           ("/*@required_present*/", "".join(f" AND c.{n} IS NOT NULL" for n in required))):
         write = write.replace(marker, value)
     try:
-        # Count the lines (numpy releases the GIL) while DuckDB parses the same files.
-        with ThreadPoolExecutor(1) as pool:
-            counting = pool.submit(line_counts, files)
-            try:
-                sql.run(con, "ingest/clean_read", {"files": files, "shape": shape})
-            except duckdb.Error:
-                return None
-            counts = counting.result()
+        # Count first, then parse: a line appended in between makes the parse see more lines than
+        # counted, which sends the hour to the full parse (never a race between two readers).
+        counts = line_counts(files)
+        try:
+            sql.run(con, "ingest/clean_read", {"files": files, "shape": shape})
+        except duckdb.Error:
+            return None
         lines = pd.Series(counts, dtype="int64")
         con.register("file_lines", pd.DataFrame({"file": pd.Series(files, dtype="object"),
                                                  "first_row": lines.cumsum() - lines, "lines": lines}))

@@ -367,7 +367,7 @@ def test_bench_hash_quick_mode_runs_and_the_second_audit_hashes_nothing(tmp_path
     out = tmp_path / "hash.json"
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run([sys.executable, str(root / "bench" / "bench_hash.py"), "--quick", "--out", str(out)],
-                          cwd=root, capture_output=True, text=True, timeout=300)
+                          cwd=root, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["first_audit_files_hashed"] == 3 and result["second_audit_files_hashed"] == 0

@@ -41,7 +41,7 @@ def artifacts() -> Path:
 
 def goodput(*args):
     env = {k: v for k, v in os.environ.items() if k not in ("GOODPUT_HOME", "DAGSTER_HOME")}
-    return subprocess.run([*GOODPUT, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([*GOODPUT, *args], cwd=REPO, env=env, capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")

@@ -96,8 +96,7 @@ def test_agent_refuses_a_file_that_does_not_list_it(tmp_path):
     path = write(tmp_path, "sources: [prometheus]\nprometheus: {url: 'http://p:9090'}\n")
     env = {k: v for k, v in os.environ.items() if k not in ("GOODPUT_HOME", "GOODPUT_SOURCES_CONFIG")}
     done = subprocess.run([sys.executable, "-m", "orchestration.cli", "agent", "--config", str(path), "--count", "1",
-                           "--home", str(tmp_path / "home")], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=120)
+                           "--home", str(tmp_path / "home")], cwd=REPO, env=env, capture_output=True, text=True)
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1].endswith("sources: `agent` is not listed (prometheus); "
                                                           "add it to `sources:` to run it with this file")

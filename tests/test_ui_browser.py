@@ -55,7 +55,7 @@ def ui(tmp_path_factory):
     """The demo's home served by `goodput ui`; yields the base URL. Stops the whole process group."""
     home = tmp_path_factory.mktemp("ui") / "home"
     demo = subprocess.run([*GOODPUT, "demo", "--home", str(home), "--scenario", str(SMALL)], cwd=REPO, env=_env(),
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True)
     assert demo.returncode == 0, demo.stderr
     port = free_port()
     log = open(artifacts() / "goodput-ui.log", "w")  # noqa: SIM115  (closed below)

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# One set-up path for a new user and for CI: the Debian packages the tests run for real, then the
+# project's venv with its dev extras. Safe to run again; installs only what is missing.
+#   prometheus     tests/test_prometheus.py starts a real server on loopback
+#   chromium       the browser tests (Playwright drives Debian's /usr/bin/chromium; never `playwright install`)
+#   postgresql     the distributed-deployment tests (DuckLake catalog, Dagster instance storage)
+#   redis-server   the Celery broker of the distributed-deployment tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+need=()
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+[ -x /usr/bin/chromium ] || need+=(chromium fonts-liberation)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+if [ ${#need[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "setup: installing Debian packages: ${need[*]}" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    else
+        echo "setup: missing Debian packages ${need[*]}; install them with: sudo apt-get install ${need[*]} (their tests skip until then)" >&2
+    fi
+fi
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/pip install -q -e '.[dev]'
