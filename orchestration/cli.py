@@ -179,13 +179,33 @@ def cmd_score(args) -> int:
     return 0
 
 
+WORKSPACE = """\
+# Written by `goodput ui`: the one code location, found by module name (a checkout or an installed wheel).
+load_from:
+  - python_module:
+      module_name: orchestration.definitions
+      location_name: goodput
+"""
+
+
+def workspace_file(home: Path) -> Path:
+    """The workspace `dagster dev` loads: the checkout's workspace.yaml, else one written into the home."""
+    checked_out = REPO_ROOT / "workspace.yaml"
+    if checked_out.is_file():
+        return checked_out
+    path = home / "dagster" / "workspace.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(WORKSPACE)
+    return path
+
+
 def cmd_ui(args) -> int:
     home = use_home(args.home)
     dagster = Path(sys.executable).with_name("dagster")
-    command = [str(dagster) if dagster.exists() else "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"),
+    command = [str(dagster) if dagster.exists() else "dagster", "dev", "-w", str(workspace_file(home)),
                "-h", args.host, "-p", str(args.port)]
     _say(f"Dagster UI for {home} on http://{args.host}:{args.port}  (Ctrl-C to stop)")
-    os.chdir(REPO_ROOT)
+    os.chdir(home)
     os.execvpe(command[0], command, os.environ)
     return 0
 
