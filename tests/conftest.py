@@ -1,5 +1,6 @@
 """Shared fixtures: a Goodput home with the small simulated scenario, and its resources."""
 
+import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -12,10 +13,18 @@ REPO = Path(__file__).resolve().parent.parent
 SMALL = REPO / "simulator" / "scenarios" / "small.yaml"
 
 
+@pytest.fixture(scope="session")
+def small_raw_zone(tmp_path_factory) -> Path:
+    """The small scenario simulated once per session (the simulator is deterministic): a template."""
+    template = tmp_path_factory.mktemp("small-template")
+    simulate(load_scenario(SMALL), template)
+    return template
+
+
 @pytest.fixture
-def small_home(tmp_path) -> Path:
+def small_home(tmp_path, small_raw_zone) -> Path:
     """A fresh home holding the small scenario's raw zone (1 host x 2 GPUs, 2 h, one 20-min hang)."""
-    simulate(load_scenario(SMALL), tmp_path)
+    shutil.copytree(small_raw_zone, tmp_path, dirs_exist_ok=True, symlinks=True)
     return tmp_path
 
 
