@@ -64,6 +64,8 @@ def mfu_drop(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFra
                 continue
             first, now = span.iloc[0], reported.iloc[-1]
             baseline = float(first["baseline"])
+            held = float(span["allocated_gpu_seconds"].sum()) or float("nan")
+            peak = now["peak_flops_per_gpu"]
             rows.append({
                 "entity_id": run_id,
                 "onset": first["minute"],
@@ -85,11 +87,11 @@ def mfu_drop(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFra
                     "minutes": int(len(span)),
                     "gpu_name": now["gpu_name"],
                     "precision": now["precision"],
-                    "peak_tflops_per_gpu": None if pd.isna(now["peak_flops_per_gpu"]) else round(float(now["peak_flops_per_gpu"]) / 1e12, 1),
+                    "peak_tflops_per_gpu": None if pd.isna(peak) else round(float(peak) / 1e12, 1),
                     "mfu_source": "model FLOPs (tokens x FLOPs per token or 6N)" if pd.notna(now["mfu_from_model_flops"])
                                   else "reported TFLOP/s",
-                    "slow_steps_share_pct": round(100 * float(span["slow_steps_gpu_seconds"].sum() / span["allocated_gpu_seconds"].sum()), 1),
-                    "data_stall_share_pct": round(100 * float(span["data_stall_gpu_seconds"].sum() / span["allocated_gpu_seconds"].sum()), 1),
+                    "slow_steps_share_pct": round(100 * float(span["slow_steps_gpu_seconds"].sum()) / held, 1),
+                    "data_stall_share_pct": round(100 * float(span["data_stall_gpu_seconds"].sum()) / held, 1),
                     "gpu_count": int(now["gpu_count"]),
                 },
             })
