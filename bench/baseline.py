@@ -16,6 +16,7 @@ gets a fault whenever an operator would plausibly say "that alert is how we catc
 | `baseline_any_xid` | the XID counter rose | at once | xid_error, ecc_error, row_remap_failure |
 | `baseline_no_log_10m` | a training job wrote no step record (NCCL timeout) | 10 min | hang, rank_dropout |
 | `baseline_p99_slo` | an endpoint's p99 time to first token above its SLO (1.5 s) | 5 min | every serving and quality fault type |
+| `baseline_mfu_low_10m` | a run's model FLOPs utilization below a fixed 35 % | 10 min | mfu_regression |
 
 Faults no generic rule speaks to (loss plateau/spike/divergence, NaN loss, loss-scale collapse,
 grad-norm spike, gradient skew, straggler, collective regression, power throttle) are scored with
@@ -78,6 +79,8 @@ BASELINE = BaselineRules([
     BaselineRule("baseline_no_log_10m", "training job with no step record for 10 min (NCCL default timeout)",
                  ("hang", "rank_dropout")),
     BaselineRule("baseline_p99_slo", "serving p99 time to first token > 1.5 s (the SLO) for 5 min", _serving_fault_types()),
+    BaselineRule("baseline_mfu_low_10m", "run MFU < 35% for 10 min (a fixed floor on the MFU the trainer reports)",
+                 ("mfu_regression",)),
 ])
 # The util rule as dashboards ship it, on every GPU: it also fires on GPUs idle between runs. Scored
 # apart (its own false-alarm column), so that the main baseline is the operator-tuned one.
@@ -102,6 +105,9 @@ class Thresholds:
     slo_seconds: float = 1.5   # the TTFT p99 objective Goodput's serving signals default to
     slo_for_minutes: int = 5
     max_gap_seconds: float = 60.0   # a longer gap between samples ends a stretch (missed scrapes)
+    mfu_below: float = 0.35         # a common "healthy large-model training" floor (35-45 % MFU on H100 bf16)
+    mfu_for_minutes: int = 10
+    mfu_max_gap_minutes: int = 5    # checkpoint saves and evaluations leave minutes without steps
 
 
 def evaluate(con: duckdb.DuckDBPyConnection, thresholds: Thresholds = Thresholds()) -> pd.DataFrame:
@@ -117,6 +123,8 @@ def evaluate(con: duckdb.DuckDBPyConnection, thresholds: Thresholds = Thresholds
         sql.frame(con, "bench/baseline_no_log", {"silence_minutes": t.silence_minutes}),
         sql.frame(con, "bench/baseline_p99_slo", {"slo_seconds": t.slo_seconds, "for_minutes": t.slo_for_minutes,
                                                    "max_gap_seconds": t.max_gap_seconds}),
+        sql.frame(con, "bench/baseline_mfu_low", {"mfu_below": t.mfu_below, "mfu_for_minutes": t.mfu_for_minutes,
+                                                  "max_gap_minutes": t.mfu_max_gap_minutes}),
     ]
     frames = [f for f in frames if not f.empty]
     if not frames:

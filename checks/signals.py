@@ -34,4 +34,12 @@ REGISTRY.register(Signal(
 ))
 
 # The families' modules register on import; keep this at the bottom (they may use the above).
-from checks import signals_checkpoint, signals_distributed, signals_gpu, signals_quality, signals_serving, signals_training  # noqa: E402, F401
+from checks import (  # noqa: E402, F401
+    signals_checkpoint,
+    signals_distributed,
+    signals_efficiency,  # badput and MFU
+    signals_gpu,
+    signals_quality,
+    signals_serving,
+    signals_training,
+)

@@ -22,6 +22,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from .badput_shapes import ModelShape, RestartSpec, parse_flag, parse_model, parse_restart
+
 __all__ = [
     "FAULT_TYPES",
     "NCCL_TIMEOUT",
@@ -129,6 +131,10 @@ FAULT_TYPES: dict[str, FaultType] = {
     "straggler": FaultType(
         "straggler", ("rank",), False,
         "one rank computes x(1 + magnitude) slower; its peers wait in the collective"),
+    "mfu_regression": FaultType(
+        "mfu_regression", ("run",), False,
+        "a kernel or parallelism regression: every rank's compute_seconds grow by magnitude x 0.8 x "
+        "step time; the run keeps stepping with the same tokens, so its model FLOPs utilization drops"),
     "collective_regression": FaultType(
         "collective_regression", ("run",), False,
         "network degradation: collective_seconds x(1 + 2*magnitude) on all ranks"),
@@ -313,6 +319,10 @@ class Run:
     eval_interval_steps: int | None = None  # evaluation pause after every N steps
     ordinary_noise: bool = False  # warm-up noise, per-rank grad-norm jitter, fp16 scale sawtooth
     checkpoint_files: CheckpointFiles | None = None  # real files on disk (``checkpoints:``)
+    # badput shapes (simulator/badput_shapes.py): restarted after a crash, eval events, model shape
+    restart: RestartSpec | None = None
+    log_evaluations: bool = False
+    model: ModelShape | None = None
 
     @property
     def end(self) -> datetime:
@@ -717,7 +727,8 @@ def _parse_run(p: _Parser, raw: Any, field: str, scenario_start: datetime,
     r = p.mapping(raw, field, {"id", "start", "duration", "hosts", "step_time", "loss"},
                   {"ranks", "checkpoint_interval_steps", "precision", "learning_rate",
                    "tokens_per_step", "checkpoint_bytes", "job", "dataset",
-                   "eval_interval_steps", "ordinary_noise", "checkpoints"})
+                   "eval_interval_steps", "ordinary_noise", "checkpoints",
+                   "restart", "log_evaluations", "model"})
     run_id = p.string(r["id"], f"{field}.id", _ID_RE)
     offset = p.duration(r["start"], f"{field}.start", positive=False)
     if offset >= scenario_duration:
@@ -806,6 +817,9 @@ def _parse_run(p: _Parser, raw: Any, field: str, scenario_start: datetime,
         eval_interval_steps=eval_every,
         ordinary_noise=ordinary_noise,
         checkpoint_files=_parse_checkpoints(p, r.get("checkpoints"), f"{field}.checkpoints"),
+        restart=parse_restart(p, r.get("restart"), f"{field}.restart"),
+        log_evaluations=parse_flag(p, r.get("log_evaluations", False), f"{field}.log_evaluations"),
+        model=parse_model(p, r.get("model"), f"{field}.model"),
     )
 
 

@@ -52,6 +52,7 @@ import numpy as np
 
 from sources.client import MANIFEST_NAME, file_manifest
 
+from . import badput_shapes
 from .scenario import FAULT_TYPES, Endpoint, Failure, Fault, Run, Scenario, ScenarioError, host_name
 
 __all__ = ["simulate", "SOURCES", "SERVING_SOURCES"]
@@ -69,6 +70,7 @@ _IMPLEMENTED_FAULTS = {
     "collective_regression", "rank_dropout", "gradient_skew", "xid_error", "ecc_error",
     "row_remap_failure", "thermal_throttle", "power_throttle", "idle_allocated",
 }
+_IMPLEMENTED_FAULTS |= {"mfu_regression"}  # _slowdowns (badput shapes: docs/scenario.md)
 _IMPLEMENTED_FAULTS |= {"input_drift", "bad_promotion", "confidence_shift", "business_metric_drop"}  # _prediction_lines
 _IMPLEMENTED_FAULTS |= {"latency_regression", "queue_saturation", "error_burst"}  # _serving_lines
 _IMPLEMENTED_FAULTS |= {"checkpoint_truncated", "checkpoint_bit_flip", "checkpoint_missing_shard",  # _damage_checkpoint
@@ -133,15 +135,18 @@ def simulate(scenario: Scenario, out_dir: str | Path) -> dict:
             shutil.rmtree(_checkpoint_root(run, out), ignore_errors=True)
 
     timelines = [_build_timeline(scenario, run) for run in scenario.runs]
+    timelines = badput_shapes.with_restarts(scenario, timelines, _build_timeline, _seconds)
     promotions = _resolve_promotions(scenario, timelines)
     for host in range(scenario.cluster.hosts):
         writer.write("gpu_samples", host_name(host), *_gpu_sample_lines(scenario, host, timelines))
-    for tl in timelines:
-        series = _run_series(scenario, tl)
-        for rank in range(tl.run.ranks):
-            writer.write("training_steps", f"{tl.run.id}.rank-{rank}",
-                         *_step_lines(scenario, tl, rank, series))
-        writer.write("lineage", tl.run.id, *_lineage_lines(scenario, tl, out, promotions))
+    for run in scenario.runs:  # a restarted run's attempts share its producers' files
+        attempts = [tl for tl in timelines if tl.run.id == run.id]
+        series = [_run_series(scenario, tl) for tl in attempts]
+        for rank in range(run.ranks):
+            writer.write("training_steps", f"{run.id}.rank-{rank}", *badput_shapes.merged(
+                [_step_lines(scenario, tl, rank, s) for tl, s in zip(attempts, series)]))
+        writer.write("lineage", run.id, *badput_shapes.merged(
+            [_lineage_lines(scenario, tl, out, promotions) for tl in attempts]))
     for endpoint in scenario.endpoints:
         versions = [(p["at"], p["model_version"]) for p in promotions if p["endpoint"] == endpoint.name]
         writer.write("serving_metrics", endpoint.name, *_serving_lines(scenario, endpoint, versions))
@@ -151,6 +156,7 @@ def simulate(scenario: Scenario, out_dir: str | Path) -> dict:
             writer.write("prediction_outcomes", endpoint.name, *outcomes)
 
     truth = _ground_truth(scenario)
+    badput_shapes.write_truth(out, badput_shapes.truth(scenario, timelines, _seconds))
     with open(out / "ground_truth.jsonl", "w", encoding="utf-8", newline="\n") as fh:
         for line in truth:
             fh.write(_dumps(line) + "\n")
@@ -240,6 +246,8 @@ class _Timeline:
     failure: Failure | None = None
     death: float = np.inf  # when the failed rank died
     faults: tuple = ()  # run- and rank-targeted faults on this run
+    base_seconds: np.ndarray | None = None  # (n,) each step's draw before the occasional slow-step factor
+    resumed_from: int | None = None  # a restart's attempt: the checkpoint step it resumed after
 
 
 def _build_timeline(scenario: Scenario, run: Run) -> _Timeline:
@@ -277,6 +285,7 @@ def _build_timeline(scenario: Scenario, run: Run) -> _Timeline:
     n_cap = int(budget / step_time * 1.25) + 16
     while True:
         dur = step_time * rng.lognormal(-0.5 * _STEP_SIGMA**2, _STEP_SIGMA, n_cap)
+        base = dur.copy()
         slow = rng.random(n_cap) < _SLOW_STEP_P
         dur *= np.where(slow, rng.uniform(*_SLOW_STEP_FACTOR, n_cap), 1.0)
         numbers = np.arange(1, n_cap + 1)
@@ -346,6 +355,7 @@ def _build_timeline(scenario: Scenario, run: Run) -> _Timeline:
         failure=failure,
         death=death,
         faults=tuple(f for f in scenario.faults if f.run_id == run.id),
+        base_seconds=base[:keep],
     )
 
 
@@ -372,6 +382,9 @@ def _slowdowns(scenario: Scenario, run: Run, step_time: float, progress) -> list
         elif f.run_id == run.id and f.type == "straggler":
             out.append(_Slowdown("compute", progress(f.onset), progress(f.end),
                                  m * _COMPUTE_SHARE * step_time, f.rank))
+        elif f.run_id == run.id and f.type == "mfu_regression":  # a kernel regression: every rank computes slower
+            out.extend(_Slowdown("compute", progress(f.onset), progress(f.end), m * _COMPUTE_SHARE * step_time, r)
+                       for r in range(run.ranks))
         elif f.type in ("thermal_throttle", "power_throttle"):
             run_rank = scenario.holder(f.gpu, f.onset)
             if run_rank is None or run_rank[0].id != run.id:
@@ -885,6 +898,9 @@ def _step_lines(scenario: Scenario, tl: _Timeline, rank: int, series: dict):
         ("alloc_retries_total", None), ("ooms_total", 0), ("nan_iterations_total", None),
         ("skipped_iterations_total", None),
     ]
+    extra_fields, extra_varying = badput_shapes.step_fields(run, step_s, _enc_floats)
+    fields += extra_fields
+    varying.update(extra_varying)
     return abs_ms, _json_lines(fields, varying)
 
 
@@ -962,6 +978,7 @@ def _lineage_lines(scenario: Scenario, tl: _Timeline, out: Path | None = None,
             "checkpoint_bytes": sum(b for _, b in files),
             "manifest": {"files": manifest},
         }))
+    events.extend(badput_shapes.lineage_events(tl))
     if tl.ended:
         status = "failed" if tl.failure is not None else "completed"
         events.append((tl.end, {"event": "run_ended", "run_id": run.id, "status": status}))

@@ -34,6 +34,8 @@ STEP_FIELDS = (
     "step_seconds", "data_seconds", "compute_seconds", "collective_seconds",
     "memory_allocated_bytes", "memory_reserved_bytes", "memory_inactive_split_bytes",
     "alloc_retries_total", "ooms_total",
+    # model FLOPs (any one): a parameter count (6N rule), FLOPs per token, or the TFLOP/s a framework printed
+    "parameters", "model_flops_per_token", "tflops",
 )
 MANIFEST_NAME = "goodput-manifest.json"
 
@@ -266,11 +268,15 @@ class GoodputClient:
         self._join()   # checkpoints saved before the end are recorded before it
         return self._event("run_ended", status=status, **fields)
 
-    def checkpoint_saved(self, step: int, path: str | os.PathLike, background: bool = True) -> None:
+    def checkpoint_saved(self, step: int, path: str | os.PathLike, background: bool = True,
+                         save_seconds: float | None = None) -> None:
         """Hash every file of the checkpoint, write `goodput-manifest.json` next to them (atomically)
         and a `checkpoint_saved` event with the manifest. Hashing runs on a thread by default so the
-        loop goes on; `close()` (also at exit) waits for it. The event's time is the call's."""
+        loop goes on; `close()` (also at exit) waits for it. The event's time is the call's.
+        `save_seconds`: how long training stood still for the save (the badput accounting's
+        checkpoint-save time; without it, the time since the last step)."""
         saved_at = iso_utc()
+        timing = {} if save_seconds is None else {"save_seconds": round(float(save_seconds), 3)}
 
         def work():
             try:
@@ -280,16 +286,21 @@ class GoodputClient:
                 tmp.write_text(json.dumps({"run_id": self.run_id, "step": int(step), **manifest}, indent=1))
                 os.replace(tmp, target / MANIFEST_NAME)
                 self._event("checkpoint_saved", time=saved_at, step=int(step), checkpoint_path=str(path),
-                            checkpoint_bytes=sum(f["bytes"] for f in manifest["files"]), manifest=manifest)
+                            checkpoint_bytes=sum(f["bytes"] for f in manifest["files"]), manifest=manifest, **timing)
             except Exception as error:  # noqa: BLE001
                 self._event("checkpoint_saved", time=saved_at, step=int(step), checkpoint_path=str(path),
-                            manifest_error=f"{type(error).__name__}: {error}")
+                            manifest_error=f"{type(error).__name__}: {error}", **timing)
         if background:
             thread = threading.Thread(target=work, name="goodput-manifest", daemon=True)
             thread.start()
             self._threads.append(thread)
         else:
             work()
+
+    def evaluation_done(self, eval_seconds: float, step: int | None = None, **fields) -> bool:
+        """An evaluation pause of `eval_seconds` ended now: the badput accounting counts it as evaluation
+        rather than unexplained time."""
+        return self._event("evaluation", eval_seconds=round(float(eval_seconds), 3), step=step, **fields)
 
     def model_version_registered(self, model_version: str, step: int | None = None,
                                  checkpoint_path: str | None = None, **fields) -> bool:

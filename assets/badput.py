@@ -1,0 +1,69 @@
+"""Where the GPU-hours go: the `badput` asset splits every run's allocated GPU-seconds, per minute,
+into productive time and nine kinds of badput that sum to it exactly, with the run's model FLOPs
+utilization beside them (table `badput_minutes`, migration 060; definitions in docs/analysts.md,
+"Where the GPU-hours go").
+
+Each hourly partition reads its hour of GPU samples, the step records and lineage events around it
+(the run's trailing baseline, the checkpoint saves and evaluations that bound its pauses) and
+replaces its minutes in one transaction. A restart whose first step lands in the hour also rewrites
+the minutes since the first step it computed again: only then is it known that they were wasted.
+"""
+
+from pathlib import Path
+
+import dagster as dg
+
+from orchestration import sql
+from orchestration.partitions import hourly, window_params
+from orchestration.peak_flops import as_params, peak_table
+from orchestration.warehouse import POOL, WarehouseResource, transaction
+
+STAGES = ("badput/scope", "badput/windows", "badput/write")
+
+
+class BadputConfig(dg.Config):
+    baseline_minutes: int = 120
+    """Trailing window of the run's own step-time baseline (its lower quartile of minute medians):
+    a slowdown must last most of two hours before it counts as the run's normal."""
+    hang_min_seconds: float = 300.0
+    """A step or a busy gap longer than this (and than `hang_factor` ideal steps) is a hang, as for
+    the busy_not_progressing signal: longer than any checkpoint save or evaluation we expect."""
+    hang_factor: float = 20.0
+    busy_utilization: float = 0.5
+    """A gap whose GPUs average this utilization or more is busy (stuck kernels, unlogged work)."""
+    noise_z: float = 4.0
+    """A step's data wait or compute time counts as excess beyond this many robust sigmas of the
+    run's own step-to-step jitter ..."""
+    min_excess_ratio: float = 0.05
+    """... and beyond this share of its ideal step."""
+    default_precision: str = "bf16"
+    """The precision MFU is priced at when run_started carries no `precision`."""
+
+
+@dg.asset(
+    deps=[dg.AssetDep("gpu_samples"), dg.AssetDep("training_steps"), dg.AssetDep("lineage_events")],
+    partitions_def=hourly,
+    group_name="baselines",
+    kinds={"duckdb"},
+    pool=POOL,
+)
+def badput(context: dg.AssetExecutionContext, config: BadputConfig, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """Per run and minute: allocated GPU-seconds split into productive, start-up, checkpoint save,
+    data stall, evaluation, hang, idle, slow steps, wasted progress and unexplained, plus model FLOPs
+    utilization (`badput_minutes`; views `badput_by_run`, `badput_by_team_day`, `badput_by_cause`,
+    `ettr`, `restart_badput`)."""
+    peaks = peak_table(Path(warehouse.path).resolve().parent)
+    params = {**window_params(context.partition_time_window), **config.model_dump(), **as_params(peaks)}
+    with warehouse.connect() as con, transaction(con):
+        for stage in STAGES:
+            result = sql.run(con, stage, params)
+        rows = result.fetchone()[0]
+        totals = con.execute(
+            "SELECT coalesce(sum(allocated_gpu_seconds), 0), coalesce(sum(productive_gpu_seconds), 0) "
+            "FROM badput_minutes WHERE minute >= $start AND minute < $end", window_params(context.partition_time_window)
+        ).fetchone()
+    return dg.MaterializeResult(metadata={
+        "rows": rows,
+        "allocated_gpu_hours": round(totals[0] / 3600, 3),
+        "productive_gpu_hours": round(totals[1] / 3600, 3),
+    })

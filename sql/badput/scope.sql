@@ -1,0 +1,146 @@
+-- Badput, part 1 of 3: what one hourly partition reads. Temp tables, connection-local:
+--   bp_attempts  every (re)start of every run (run_started events)
+--   bp_rewrite   runs whose restart completed its first step in [$start, $end): the minutes since the
+--                first step it recomputes are rewritten too (they turn into wasted progress)
+--   bp_scope     how far back this partition writes (read_from)
+--   bp_slots     the GPU samples held by runs in the write window, one row per run, time and interval
+--                (the GPUs of one host are sampled together), split into the run's rank GPUs and spares
+--   bp_steps     one row per run, attempt and step (over ranks), with the run's trailing baseline
+CREATE OR REPLACE TEMP TABLE bp_attempts AS
+SELECT run_id,
+       time AS started_at,
+       CAST(row_number() OVER w - 1 AS INTEGER) AS attempt,
+       lead(time) OVER w AS next_started_at,
+       coalesce(payload ->> 'precision', $default_precision) AS precision
+FROM lineage_events
+WHERE event = 'run_started' AND run_id IS NOT NULL
+WINDOW w AS (PARTITION BY run_id ORDER BY time, source_file, source_line);
+
+CREATE OR REPLACE TEMP TABLE bp_rewrite AS
+WITH firsts AS (
+    SELECT a.run_id, a.attempt,
+           (SELECT arg_min(t.step, t.time) FROM training_steps t
+             WHERE t.run_id = a.run_id AND t.time >= a.started_at
+               AND t.time < coalesce(a.next_started_at, $end + INTERVAL 10 MINUTE)) AS first_step,
+           (SELECT min(t.time) FROM training_steps t
+             WHERE t.run_id = a.run_id AND t.time >= a.started_at
+               AND t.time < coalesce(a.next_started_at, $end + INTERVAL 10 MINUTE)) AS first_time
+    FROM bp_attempts a
+    WHERE a.attempt > 0 AND a.started_at < $end AND a.started_at >= $start - INTERVAL 1 DAY
+)
+SELECT f.run_id,
+       time_bucket(INTERVAL 1 MINUTE, min(t.time - to_microseconds(CAST(coalesce(t.step_seconds, 0) * 1e6 AS BIGINT)))) AS write_from
+FROM firsts f
+JOIN training_steps t ON t.run_id = f.run_id AND t.step >= f.first_step AND t.time < f.first_time
+                     AND t.time >= f.first_time - INTERVAL 1 DAY
+WHERE f.first_time >= $start AND f.first_time < $end
+GROUP BY f.run_id
+HAVING min(t.time) < $start;
+
+CREATE OR REPLACE TEMP TABLE bp_scope AS
+-- and every partition rewrites the previous hour's last two minutes: a step (or a sample interval) that
+-- straddles the hour is only whole once the next hour is ingested
+SELECT least($start - INTERVAL 2 MINUTE, coalesce((SELECT min(write_from) FROM bp_rewrite), $start)) AS read_from;
+
+CREATE OR REPLACE TEMP TABLE bp_rank_gpus AS
+SELECT DISTINCT run_id, host, gpu_index
+FROM training_steps
+WHERE time >= (SELECT read_from FROM bp_scope) - to_minutes($baseline_minutes) AND time < $end + INTERVAL 10 MINUTE
+  AND host IS NOT NULL AND gpu_index IS NOT NULL;
+
+CREATE OR REPLACE TEMP TABLE bp_slots AS
+WITH s AS (
+    SELECT time, host, gpu_index, gpu_name, run_id, utilization_ratio,
+           epoch(lead(time) OVER (PARTITION BY host, gpu_index ORDER BY time) - time) AS gap_seconds
+    FROM gpu_samples
+    WHERE time >= (SELECT read_from FROM bp_scope) AND time < $end
+),
+held AS (
+    SELECT s.*, median(gap_seconds) OVER (PARTITION BY host, gpu_index) AS sample_seconds,
+           -- a run that names no GPUs in its step records: every GPU it holds is one of its ranks'
+           (EXISTS (SELECT 1 FROM bp_rank_gpus g WHERE g.run_id = s.run_id AND g.host = s.host AND g.gpu_index = s.gpu_index)
+            OR NOT EXISTS (SELECT 1 FROM bp_rank_gpus g WHERE g.run_id = s.run_id)) AS rank_gpu
+    FROM s
+    WHERE run_id IS NOT NULL
+)
+SELECT h.run_id, h.time, h.sample_seconds AS slot_seconds, time_bucket(INTERVAL 1 MINUTE, h.time) AS minute,
+       count(*) FILTER (h.rank_gpu)                                   AS rank_gpus,
+       count(*) FILTER (NOT h.rank_gpu)                               AS spare_gpus,
+       avg(h.utilization_ratio) FILTER (h.rank_gpu)                   AS utilization,
+       mode(h.gpu_name)                                               AS gpu_name
+FROM held h
+WHERE h.sample_seconds IS NOT NULL
+  AND (h.time >= $start - INTERVAL 2 MINUTE OR EXISTS (SELECT 1 FROM bp_rewrite r WHERE r.run_id = h.run_id AND h.time >= r.write_from))
+GROUP BY ALL;
+
+CREATE OR REPLACE TEMP TABLE bp_steps AS
+WITH records AS (
+    SELECT t.*, coalesce(a.attempt, 0) AS attempt
+    FROM training_steps t
+    ASOF LEFT JOIN bp_attempts a ON t.run_id = a.run_id AND t.time >= a.started_at
+    WHERE t.time >= (SELECT read_from FROM bp_scope) - to_minutes($baseline_minutes)
+      AND t.time < $end + INTERVAL 10 MINUTE
+      AND t.run_id IN (SELECT DISTINCT run_id FROM bp_slots)
+),
+steps AS (
+    SELECT run_id, attempt, step,
+           max(time)                AS step_end,
+           median(step_seconds)     AS step_seconds,
+           coalesce(median(data_seconds), 0) AS data_seconds,
+           -- achieved model FLOP/s per GPU: a rank's tokens x FLOPs per token (else 6 x parameters) / its step time
+           median(tokens * coalesce(model_flops_per_token, 6.0 * parameters) / nullif(step_seconds, 0)) AS model_flops_per_second,
+           median(tflops) * 1e12    AS reported_flops_per_second
+    FROM records
+    GROUP BY ALL
+),
+placed AS (
+    SELECT *,
+           coalesce(step_end - to_microseconds(CAST(step_seconds * 1e6 AS BIGINT)),
+                    lag(step_end) OVER (PARTITION BY run_id, attempt ORDER BY step_end), step_end) AS step_start,
+           time_bucket(INTERVAL 1 MINUTE, step_end) AS minute
+    FROM steps
+),
+per_minute AS (
+    SELECT run_id, minute,
+           median(step_seconds - data_seconds)          AS other_median,
+           1.4826 * mad(step_seconds - data_seconds)    AS other_sigma,
+           median(data_seconds)                         AS data_median,
+           1.4826 * mad(data_seconds)                   AS data_sigma
+    FROM placed WHERE step_seconds IS NOT NULL
+    GROUP BY ALL
+),
+-- the run's own baseline: the median of its ordinary minutes' medians over the trailing window (the
+-- current minute excluded). A minute is not ordinary when its median is above the window's lower
+-- quartile by more than the excess threshold, so a slowdown does not drag the ideal up with it.
+quartiles AS (
+    SELECT *,
+           coalesce(quantile_cont(other_median, 0.25) OVER w, other_median) AS other_q25,
+           coalesce(quantile_cont(data_median, 0.25) OVER w, data_median)   AS data_q25
+    FROM per_minute
+    WINDOW w AS (PARTITION BY run_id ORDER BY minute
+                 RANGE BETWEEN to_minutes($baseline_minutes) PRECEDING AND INTERVAL 1 MINUTE PRECEDING)
+),
+marked AS (
+    SELECT *,
+           other_median - other_q25 > $min_excess_ratio * (other_q25 + data_q25) AS other_slow,
+           data_median - data_q25 > $min_excess_ratio * (other_q25 + data_q25)   AS data_slow
+    FROM quartiles
+),
+baseline AS (
+    SELECT run_id, minute,
+           coalesce(median(other_median) FILTER (NOT other_slow) OVER w, other_q25) AS ideal_other_seconds,
+           coalesce(median(other_sigma) OVER w, other_sigma)                       AS other_sigma,
+           coalesce(median(data_median) FILTER (NOT data_slow) OVER w, data_q25)   AS data_baseline_seconds,
+           coalesce(median(data_sigma) OVER w, data_sigma)                         AS data_sigma
+    FROM marked
+    WINDOW w AS (PARTITION BY run_id ORDER BY minute
+                 RANGE BETWEEN to_minutes($baseline_minutes) PRECEDING AND INTERVAL 1 MINUTE PRECEDING)
+)
+SELECT p.*, b.ideal_other_seconds, b.data_baseline_seconds, b.other_sigma, b.data_sigma,
+       b.ideal_other_seconds + b.data_baseline_seconds AS ideal_step_seconds,
+       greatest($hang_min_seconds, $hang_factor * (b.ideal_other_seconds + b.data_baseline_seconds)) AS hang_threshold_seconds,
+       EXISTS (SELECT 1 FROM bp_attempts a WHERE a.run_id = p.run_id AND a.attempt > p.attempt
+                 AND a.started_at > p.step_end
+                 AND (SELECT min(q.step) FROM steps q WHERE q.run_id = p.run_id AND q.attempt = a.attempt) <= p.step) AS discarded
+FROM placed p
+LEFT JOIN baseline b USING (run_id, minute);
