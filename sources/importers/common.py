@@ -69,7 +69,8 @@ def finish(path: Path, records: list[dict], rejects: list[dict], notes: list[str
     times = sorted(r["time"] for r in records)
     if times:
         report.first, report.last = times[0], times[-1]
-    fallback = times[0] if times else iso_utc(EARLIEST)
+    # rejects of a file with no good record land in the current hour, which the next tick ingests
+    fallback = times[0] if times else iso_utc(datetime.now(timezone.utc))
     for reject in rejects:
         report.skipped[_reason_kind(reject["reason"])] += 1
         reject.setdefault("time", fallback)
@@ -151,6 +152,9 @@ def write_all(raw_root, source: str, parsed: list[tuple[str, Parsed]]) -> dict:
     write) and sum what was done."""
     files = 0
     for name, p in parsed:
+        # a re-import replaces everything the last import of this file wrote, in every hour
+        for stale in Path(raw_root).glob(f"{source}/*/*/{name}.jsonl"):
+            stale.unlink()
         files += len(replace_hour_files(raw_root, source, name, p.records, p.rejects))
     return {"inputs": len(parsed), "records": sum(len(p.records) for _, p in parsed), "files": files,
             "rejected": sum(len(p.rejects) for _, p in parsed), "reports": [p.report for _, p in parsed]}

@@ -51,7 +51,7 @@ def parse_trainer_state(path: Path, run_id: str, rank: int, start_time: datetime
     if start_time is None or per_step is None:
         raise ImportErrorForUser(f"{path}: trainer_state.json entries carry no time: pass --start-time"
                                  + ("" if per_step else " and --step-seconds (no train_runtime in it)"))
-    records, rejects = [], []
+    records, rejects, dropped = [], [], 0
     for number, entry in enumerate(state["log_history"], start=1):
         if not isinstance(entry, dict):
             rejects.append({"line": number, "raw": json.dumps(entry), "reason": f"log_history entry {number} is not an object"})
@@ -63,8 +63,10 @@ def parse_trainer_state(path: Path, run_id: str, rank: int, start_time: datetime
         if not isinstance(step, int) or isinstance(step, bool) or step < 0:
             rejects.append({"line": number, "raw": json.dumps(entry), "reason": f"log_history entry {number}: step {step!r} is not a step"})
             continue
-        bad = [k for k, v in values.items() if not isinstance(v, (int, float)) or isinstance(v, bool)
-               or (k != "loss" and not math.isfinite(v))]
+        bad = [k for k, v in values.items() if not isinstance(v, (int, float)) or isinstance(v, bool)]
+        for key in [k for k, v in values.items() if k != "loss" and k not in bad and not math.isfinite(v)]:
+            del values[key]   # a NaN grad norm beside a NaN loss: the loss is the evidence, keep the record
+            dropped += 1
         if bad:
             rejects.append({"line": number, "raw": json.dumps(entry),
                             "reason": f"log_history entry {number}: {', '.join(bad)} is not a finite number"})
@@ -75,7 +77,7 @@ def parse_trainer_state(path: Path, run_id: str, rank: int, start_time: datetime
             rejects.append({"line": number, "raw": json.dumps(entry), "reason": f"log_history entry {number}: {error}"})
             continue
         records.append({"time": time, "run_id": run_id, "rank": rank, "step": step, **values, "step_seconds": per_step})
-    return finish(path, records, rejects)
+    return finish(path, records, rejects, [f"{dropped} non-finite grad norm / learning rate value(s) left null"] if dropped else [])
 
 
 def import_hf_trainer(paths, raw_root, run_id: str | None, rank: int = 0, start_time=None, per_file=None,

@@ -123,7 +123,7 @@ def megatron_parse(lines, run_id: str, rank: int, start_time: datetime | None = 
     rejects: list[dict] = []
     anchors: dict[int, datetime | None] = {0: start_time}
     loaded: dict[int, int] = {}
-    segment = 0
+    segment, pending_load = 0, None
     for number, line in enumerate(lines, start=1):
         line = line.rstrip("\n")
         match = ITERATION.search(line)
@@ -137,9 +137,13 @@ def megatron_parse(lines, run_id: str, rank: int, start_time: datetime | None = 
                     continue
                 segment += 1
                 anchors[segment] = stamp
+                if pending_load is not None:   # the load is logged before the new launch's datetime line
+                    loaded[segment], pending_load = pending_load, None
             elif (load := LOADED_AT.search(line)) is not None:
-                loaded[segment] = int(load.group(1))
+                pending_load = int(load.group(1))
             continue
+        if pending_load is not None and not any(p.segment == segment for p in parsed[-1:]):
+            loaded[segment], pending_load = pending_load, None
         try:
             parsed.append(_parse_line(number, line, match, segment))
         except ValueError as error:
