@@ -317,3 +317,55 @@ def test_fuzz_tensorboard(hostile, planted):
 def test_fuzz_garbage_event_file_is_one_line(data):
     good, bad, error = _run(import_tensorboard, "events.out.tfevents.1", data, "training_steps", run_id="r")
     assert error is not None and "events.out.tfevents.1" in error
+
+
+# -- issue 16 item 8, each input that gave a traceback or a silent "imported 0 records" ----------
+def _event_file(path: Path, walls: list[float]) -> None:
+    import tensorboard.summary as tb
+
+    writer = tb.Writer(str(path))
+    for step, wall in enumerate(walls, 1):
+        writer.add_scalar("train/loss", 1.0, step=step, wall_time=wall)
+    writer.close()
+
+
+GOOD_PRED = json.dumps({"time": "2026-11-29T10:00:00Z", "endpoint": "e", "request_id": "ok", "prediction": 1})
+GOOD_MEGATRON = megatron_line(T0, 10, 2.0)
+
+
+@pytest.mark.parametrize("case, kind, make, extra, rc, imported, reason", [
+    ("json line 5", "predictions", lambda d: (d / "p.jsonl").write_text(f"5\n{GOOD_PRED}\n"), [], 0, 1,
+     "p.jsonl:1: not a JSON object with a time"),
+    ("json line null", "predictions", lambda d: (d / "p.jsonl").write_text(f"{GOOD_PRED}\nnull\n"), [], 0, 1,
+     "p.jsonl:2: not a JSON object with a time"),
+    ("out-of-range time", "predictions",
+     lambda d: (d / "p.jsonl").write_text(GOOD_PRED + "\n" + GOOD_PRED.replace("2026-11-29T10", "9999-12-31T23") + "\n"),
+     [], 0, 1, "p.jsonl:2: time '9999-12-31T23:00:00Z' is not a usable ISO-8601 time"),
+    ("garbage parquet", "predictions", lambda d: (d / "p.parquet").write_bytes(b"PAR1 garbage"), [], 2, 0,
+     "not a readable Parquet file"),
+    ("impossible date in a Megatron line", "megatron",
+     lambda d: (d / "t.log").write_text(GOOD_MEGATRON.replace("2026-11-29", "2026-02-30") + "\n" + GOOD_MEGATRON + "\n"),
+     ["--run-id", "r"], 0, 1, "t.log:1: malformed iteration line: timestamp '2026-02-30 10:00:00' is not a date"),
+    ("negative TensorBoard wall time", "tensorboard", lambda d: _event_file(d, [-5.0, T0.timestamp()]),
+     ["--run-id", "r"], 0, 1, "event 2: wall time 1969-12-31T23:59:55+00:00 is outside 2000..2100"),
+    ("garbage event file", "tensorboard", lambda d: (d / "events.out.tfevents.9").write_bytes(b"\x00garbage" * 10),
+     ["--run-id", "r"], 2, 0, "events.out.tfevents.9: no TensorBoard events in it"),
+    ("empty event file", "tensorboard", lambda d: (d / "events.out.tfevents.9").write_bytes(b""),
+     ["--run-id", "r"], 2, 0, "no TensorBoard events in it"),
+    ("wrong file type", "predictions", lambda d: (d / "notes.txt").write_text("hello\n"), [], 2, 0,
+     "not a prediction log"),
+])
+def test_issue_16_item_8_inputs(tmp_path, capsys, case, kind, make, extra, rc, imported, reason):
+    from orchestration.cli import main
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    make(logs)
+    assert main(["import", kind, str(logs), "--home", str(tmp_path / "home"), *extra]) == rc, case
+    out, err = capsys.readouterr()
+    if rc == 2:
+        assert len(err.strip().splitlines()) == 1 and reason in err and "Traceback" not in err
+        return
+    assert f"imported {imported} record(s)" in out
+    good, bad = _raw(tmp_path / "home" / "raw", "predictions" if kind == "predictions" else "training_steps")
+    assert len(good) == imported and any(reason in r["quarantine_reason"] for r in bad), [r["quarantine_reason"] for r in bad]
