@@ -11,7 +11,12 @@ import pytest
 
 from orchestration.cli import main
 from sources.importers import (
-    ImportErrorForUser, import_dcgmi, import_hf_trainer, import_kernel_xids, import_megatron, import_nvidia_smi,
+    ImportErrorForUser,
+    import_dcgmi,
+    import_hf_trainer,
+    import_kernel_xids,
+    import_megatron,
+    import_nvidia_smi,
 )
 from sources.importers.common import MIB
 

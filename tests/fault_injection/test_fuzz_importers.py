@@ -19,8 +19,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sources.importers import (
-    ImportErrorForUser, import_dcgmi, import_hf_trainer, import_kernel_xids, import_megatron, import_nvidia_smi,
-    import_predictions, import_tensorboard,
+    ImportErrorForUser,
+    import_dcgmi,
+    import_hf_trainer,
+    import_kernel_xids,
+    import_megatron,
+    import_nvidia_smi,
+    import_predictions,
+    import_tensorboard,
 )
 
 pytestmark = pytest.mark.fault_injection
