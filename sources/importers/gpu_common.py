@@ -5,6 +5,8 @@ never zero. Host and run come from flags (these logs name neither)."""
 
 from __future__ import annotations
 
+import math
+
 from sources.importers.common import ImportErrorForUser, Parsed, digest, finish, inputs, write_all
 
 # clocks_event_reasons bits (NVML nvmlClocksEventReason*; `nvidia-smi -q` names them in words)
@@ -30,8 +32,12 @@ def sample(time: str, host: str, gpu_index: int, run_id: str | None, values: dic
         if value is None or key not in (*GPU_FIELDS, "gpu_uuid", "gpu_name", "gpu_lost"):
             record[key] = value
             continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{key} is out of range")
         if key in INTEGER_FIELDS:
             value = int(value)
+            if abs(value) >= 2**63:
+                raise ValueError(f"{key} {value} is out of range")
         if (key in COUNTERS or key.endswith("_bytes") or key.endswith("_watts") or key.endswith("_hertz")) and value < 0:
             raise ValueError(f"{key} {value} is negative")
         if key.endswith("_ratio") and not 0 <= value <= 1:

@@ -122,7 +122,7 @@ csv_hostile = st.one_of(
     st.builds(lambda a, b, c: f"2026/{a}/{b} 10:00:00.000, {c}, GPU-x, 50 %, 1 MiB, 1 W", st.integers(0, 99),
               st.integers(0, 99), junk_text),
     st.builds(lambda v: f"2026/11/29 10:00:00.000, 0, GPU-x, {v}, {v}, {v}", junk_text),
-    st.builds(lambda v: f"2026/11/29 10:00:00.000, 0, GPU-x, {v} %, {v} MiB, 1 W", numbers),
+    st.builds(lambda v: f"2026/11/29 10:00:00.000, 0, GPU-x, {v} %, {v} MiB, 1 W", st.one_of(numbers, st.just(1e308))),
     st.just("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."),
 )
 
