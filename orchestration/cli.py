@@ -69,9 +69,10 @@ def _reset_demo_home(home: Path) -> None:
     marker.write_text("This folder is a Goodput demo home; `goodput demo` may reset it.\n")
 
 
-def run_pipeline(home: Path, start, end, progress=_say) -> dict:
-    """Process every hour in [start, end) through the real Definitions on the home's persistent
-    Dagster instance (so the runs show in `goodput ui`), then fold incidents and deliver alerts."""
+def run_pipeline(home: Path, start, end, progress=_say, keys: list[str] | None = None, alerts: bool = True) -> dict:
+    """Process every hour in [start, end) (or just `keys`, oldest first) through the real Definitions
+    on the home's persistent Dagster instance (so the runs show in `goodput ui`), then fold incidents
+    and deliver alerts (unless `alerts` is False: `goodput backfill --no-alerts`)."""
     import dagster as dg
 
     from orchestration.definitions import build_definitions, resources_for
@@ -81,7 +82,7 @@ def run_pipeline(home: Path, start, end, progress=_say) -> dict:
     defs = build_definitions(home)
     instance = dg.DagsterInstance.get()
     detect = defs.resolve_job_def("detect")
-    keys = hour_keys(start, end)
+    keys = sorted(keys) if keys else hour_keys(start, end)
     with Ticker(total=len(keys)) as ticker:  # on a terminal: a live line with the time left
         for i, key in enumerate(keys, 1):
             ticker.update(f"detect {key}")
@@ -94,6 +95,8 @@ def run_pipeline(home: Path, start, end, progress=_say) -> dict:
             (ticker.say if progress is _say else progress)(line)
         ticker.update("folding incidents")
         defs.resolve_job_def("fold_incidents").execute_in_process(instance=instance, run_config=QUIET)
+    if not alerts:
+        return {"partitions": len(keys)}
     resources = resources_for(home)
     with dg.build_sensor_context(instance=instance, resources=resources) as context:
         incident_alerts(context)

@@ -376,8 +376,9 @@ class AlertJournal:
 
 
 def finished(attempts: Iterable[Mapping]) -> set[tuple[str, str]]:
-    """(sink, dedup key) pairs that need no more attempts: delivered, or rejected as permanently bad."""
-    return {(a["sink"], a["dedup_key"]) for a in attempts if a["outcome"] in ("delivered", "rejected")}
+    """(sink, dedup key) pairs that need no more attempts: delivered, rejected as permanently bad, or
+    suppressed (history backfilled with `goodput backfill --no-alerts`)."""
+    return {(a["sink"], a["dedup_key"]) for a in attempts if a["outcome"] in ("delivered", "rejected", "suppressed")}
 
 
 def backoff_until(attempts: list[Mapping], sink: str, retry: Retry) -> float:

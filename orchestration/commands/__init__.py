@@ -13,6 +13,8 @@ MODULES: list[str] = [
     "sql",
     "report",
     "replay",
+    "imports",
+    "backfill",
 ]
 
 

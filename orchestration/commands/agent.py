@@ -1,11 +1,10 @@
-"""`goodput agent`, `goodput scrape`, `goodput import ...` and `goodput pull prometheus`: the real sources' commands.
+"""`goodput agent`, `goodput scrape` and `goodput pull prometheus`: the real sources' commands
+(`goodput import ...` is in imports.py).
 
 - `goodput agent [--interval 10] [--home DIR] [--count N] [--stats] [--job-mapping-dir DIR]`: sample
   this host's GPUs through NVML into the raw zone until stopped (SIGTERM / Ctrl-C).
 - `goodput scrape URL... [--interval 10] [--count N]`: scrape exporter pages directly into the raw
   zone where there is no Prometheus.
-- `goodput import tensorboard|megatron|predictions PATH... --run-id ID`: convert logs users already
-  have into raw-zone records.
 - `goodput pull prometheus --window START/END [--url URL] [--config FILE]`: pull a window from
   Prometheus into the raw zone (the `prometheus_pull` asset does this per hourly partition).
 """
@@ -60,27 +59,6 @@ def _discovery(ticker, index: int, count: int, what: str) -> None:
     ticker.total = count
     ticker.done = index
     ticker.update(f"agent: {what}")
-
-
-def cmd_import(args) -> int:
-    from orchestration.home import raw_root
-    from sources import importers
-
-    home = use_home(args.home)
-    try:
-        if args.kind == "tensorboard":
-            tags = importers.parse_tag_map(args.tag or [])
-            result = importers.import_tensorboard(args.paths, raw_root(home), run_id=args.run_id, rank=args.rank,
-                                                  tag_map=tags or None)
-        elif args.kind == "megatron":
-            result = importers.import_megatron(args.paths, raw_root(home), run_id=args.run_id, rank=args.rank)
-        else:
-            result = importers.import_predictions(args.paths, raw_root(home), endpoint=args.endpoint)
-    except importers.ImportErrorForUser as error:
-        raise CliError(str(error)) from None
-    print(f"imported {result['records']} record(s) from {result['inputs']} file(s) into {result['files']} raw file(s)"
-          + (f"; {result['rejected']} rejected line(s) will be quarantined on ingest" if result.get("rejected") else ""))
-    return 0
 
 
 def cmd_scrape(args) -> int:
@@ -173,17 +151,6 @@ def add_parser(sub) -> None:
     p.add_argument("--count", type=int, help="stop after N rounds (default: run until stopped)")
     p.add_argument("--config", help="sources YAML file whose `prometheus:` section maps labels and metrics")
     p.set_defaults(func=cmd_scrape)
-
-    p = sub.add_parser("import", help="import TensorBoard, Megatron-LM or prediction logs into the raw zone")
-    p.add_argument("kind", choices=["tensorboard", "megatron", "predictions"])
-    p.add_argument("paths", nargs="+", help="files or folders to import")
-    p.add_argument("--home")
-    p.add_argument("--run-id", help="run id for the step records (tensorboard, megatron)")
-    p.add_argument("--rank", type=int, default=0, help="rank that wrote the log (default 0)")
-    p.add_argument("--tag", action="append", metavar="TAG=FIELD",
-                   help="TensorBoard scalar tag -> step field, e.g. train/loss=loss (repeatable; defaults cover common names)")
-    p.add_argument("--endpoint", help="endpoint for prediction records that do not name one")
-    p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("pull", help="pull a time window from a source (prometheus) into the raw zone")
     p.add_argument("kind", choices=["prometheus"])
