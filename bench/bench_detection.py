@@ -119,8 +119,9 @@ def pooled(results: list[dict], key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         t[["onset", "end"]] = t[["onset", "end"]] + i * SHIFT
         inc = r[key].copy()
         if not inc.empty:
-            for col in ("onset", "opened", "last_seen"):
-                inc[col] = pd.to_datetime(inc[col]) + i * SHIFT
+            for col in ("onset", "opened", "last_seen", "resolved"):
+                if col in inc.columns:
+                    inc[col] = pd.to_datetime(inc[col]) + i * SHIFT
             inc["incident_id"] = r["name"] + "/" + inc["incident_id"].astype(str)
         truths.append(t)
         incidents.append(inc)
@@ -165,6 +166,8 @@ def detection_table(results: list[dict]) -> tuple[str, pd.DataFrame]:
             "Goodput precision": _ratio(o["precision"]) if o is not None else "-",
             "Goodput delay p50 (min)": _mins(o["delay_median_s"]) if o is not None else "-",
             "Goodput delay p95 (min)": _mins(o["delay_p95_s"]) if o is not None else "-",
+            "Goodput open share (mean / min)": (f"{_ratio(o['coverage_mean'])} / {_ratio(o['coverage_min'])}"
+                                                if o is not None and injected else "-"),
             "baseline rules": rules,
             "baseline recall": _ratio(b["recall"]) if b is not None else ("0.00" if injected else "-"),
             "baseline precision": _ratio(b["precision"]) if b is not None else "-",

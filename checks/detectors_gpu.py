@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pynvml
 
+from checks import episodes
 from checks.detectors import empty_findings
 from checks.registry import FINDING_COLUMNS
 
@@ -58,14 +59,17 @@ def mark_stretches(f: pd.DataFrame, key: str, entry: pd.Series, sustain: pd.Seri
     once `entry` has held for `min_minutes` consecutive rows and stays open while `sustain` (a
     looser condition, e.g. one that does not lean on a baseline the fault itself drags along) keeps
     holding. Rows more than `max_gap_minutes` apart are not consecutive (a rank's series has no rows
-    in minutes without a step, e.g. during an evaluation pause). Adds `_stretch` (an id per run of
-    sustain rows) and `_active` (flagged).
+    in minutes without a step, e.g. during an evaluation pause). An episode carried in open from the
+    previous partition (`episode_last_seen`, checks/episodes.py) counts as entered at its last flagged
+    tick: it goes on while `sustain` holds, however long ago `entry` was true. Adds `_stretch` (an id
+    per run of sustain rows) and `_active` (flagged).
     """
     entry = entry.fillna(False).astype(bool)
     sustain = entry if sustain is None else (sustain.fillna(False).astype(bool) | entry)
     same = f[key].eq(f[key].shift()) & (f["tick"] - f["tick"].shift()).le(max_gap_minutes * MINUTE)
     entry_run = (entry & ~(entry.shift(fill_value=False) & same)).cumsum()
     entered = entry & (entry.astype(int).groupby(entry_run).cumsum() >= min_minutes)
+    entered = entered | episodes.seed(f, sustain)
     stretch = (sustain & ~(sustain.shift(fill_value=False) & same)).cumsum()
     active = sustain & entered.groupby(stretch).cummax()
     return f.assign(_stretch=stretch.where(sustain, -1).to_numpy(), _active=active.to_numpy())
@@ -351,6 +355,7 @@ def gpu_busy_low_power(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
         gpus_held=("gpu", "size"), spinning=("spinning", "sum"), dropped=("dropped", "sum"),
         utilization=("utilization_ratio", "mean"), power_ratio=("power_ratio", "mean"),
         tensor=("tensor_active_ratio", "mean"), in_window=("in_window", "any"),
+        **({"episode_last_seen": ("episode_last_seen", "first")} if "episode_last_seen" in g.columns else {}),
     ).reset_index()
     share = per_run["spinning"] / per_run["gpus_held"]
     sustain = share.ge(thresholds["min_share"])

@@ -5,6 +5,7 @@ ids are "<host>:<gpu_index>" (the busy-but-low-power signal speaks of the run). 
 are in docs/signals.md, "GPU signals".
 """
 
+from checks import clearings as c
 from checks import detectors_gpu as d
 from checks.registry import REGISTRY, Signal
 
@@ -92,6 +93,7 @@ REGISTRY.register(Signal(
     },
     fault_types=("thermal_throttle",),
     **_GPU,
+    clearing=c.clock_back,
 ))
 
 REGISTRY.register(Signal(
@@ -114,6 +116,7 @@ REGISTRY.register(Signal(
     },
     fault_types=("power_throttle",),
     **_GPU,
+    clearing=c.clock_back,
 ))
 
 REGISTRY.register(Signal(
@@ -160,4 +163,5 @@ REGISTRY.register(Signal(
     },
     fault_types=("hang", "rank_dropout"),
     entity_column="run_id",
+    clearing=c.gpus_working,
 ))
