@@ -84,7 +84,7 @@ REGISTRY.register(Signal(
         "the next collective until the NCCL timeout, burning every GPU of the run."
     ),
     asset="training_baselines",
-    inputs=("gpu_baselines",),
+    inputs=("gpu_baselines", "lineage_events"),
     query="detect/rank_dropout",
     detector=d.rank_dropout,
     thresholds={

@@ -3,7 +3,8 @@
 -- when the rank and the run last completed a step, the run's step interval, whether the rank's
 -- GPU is still held by the run (and how many GPUs the run holds), and the GPU's last XID.
 -- A rank silent for longer than the lookback is still one of its run's ranks, with its true last
--- step: the run's ranks and their last steps before the lookback come from the run's whole history.
+-- step: the run's ranks and their last steps before the lookback come from its history since its
+-- latest (re)start (a restart may change the world size).
 WITH rm AS (
     SELECT run_id, rank, host, gpu_index, minute, last_step_time, step_seconds
     FROM rank_minutes
@@ -16,13 +17,19 @@ WITH rm AS (
     SELECT DISTINCT run_id FROM gm WHERE run_id IS NOT NULL
     UNION
     SELECT DISTINCT run_id FROM rm
+), started AS (
+    SELECT run_id, max(time) AS started
+    FROM lineage_events SEMI JOIN runs_now USING (run_id)
+    WHERE event = 'run_started' AND time < $end
+    GROUP BY run_id
 ), ranks AS (
-    SELECT run_id, rank, arg_max(host, minute) AS host, arg_max(gpu_index, minute) AS gpu_index,
-           max(last_step_time) FILTER (WHERE minute < $start - to_minutes(CAST($lookback_minutes AS INTEGER)))
+    SELECT r.run_id, r.rank, arg_max(r.host, r.minute) AS host, arg_max(r.gpu_index, r.minute) AS gpu_index,
+           max(r.last_step_time) FILTER (WHERE r.minute < $start - to_minutes(CAST($lookback_minutes AS INTEGER)))
                AS earlier_step_time
-    FROM rank_minutes SEMI JOIN runs_now USING (run_id)
-    WHERE minute < $end
-    GROUP BY run_id, rank
+    FROM rank_minutes r SEMI JOIN runs_now USING (run_id)
+    LEFT JOIN started s ON s.run_id = r.run_id
+    WHERE r.minute < $end AND r.minute >= coalesce(s.started, TIMESTAMP '-infinity') - INTERVAL 1 MINUTE
+    GROUP BY r.run_id, r.rank
 ), held AS (
     SELECT run_id, minute, count(*) AS gpus_held
     FROM gm WHERE run_id IN (SELECT run_id FROM ranks)
