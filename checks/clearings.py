@@ -12,6 +12,8 @@ import pandas as pd
 
 from checks.detectors_gpu import throttle_names
 
+LOADED = 0.5   # the throttle signals' min_utilization: below it a GPU's clock says nothing about throttling
+
 
 def _num(value, digits: int = 2):
     return None if value is None or pd.isna(value) else round(float(value), digits)
@@ -68,9 +70,15 @@ def in_step_with_peers(rows: pd.DataFrame, tick: pd.DataFrame) -> dict:
             "ratio_to_peers": _num(ratio, 3)}
 
 
-def clock_back(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
-    """gpu_thermal_throttle / gpu_power_throttle: the throttle reasons cleared or the load ended."""
+def clock_back(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict | None:
+    """gpu_thermal_throttle / gpu_power_throttle: under load again without the throttle, or released
+    by its run. A GPU its run still holds but does not load (a checkpoint pause) cannot tell: None."""
     r = rows.iloc[-1]
+    if pd.notna(r.get("run_id")) and not r.get("utilization_ratio", 0) >= LOADED:
+        return None
+    if pd.isna(r.get("run_id")):
+        return {"why": f"the GPU was released by its run (utilization {_pct(r.get('utilization_ratio'))}): "
+                       f"no load left to throttle", "utilization_pct": _num(100 * r.get("utilization_ratio", 0), 1)}
     names = "|".join(throttle_names(r.get("throttle_reasons"))) or "none"
     base = r.get("sm_clock_baseline")
     why = (f"throttle reasons {names}, SM clock {_num(r['sm_clock_hertz'] / 1e6, 0)} MHz"

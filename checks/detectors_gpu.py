@@ -253,8 +253,14 @@ def _throttle(frame: pd.DataFrame, thresholds: Mapping[str, float], bits: int, h
     history = f["baseline_minutes"].ge(thresholds["min_baseline_minutes"]) & f["sm_clock_baseline"].gt(0)
     entry = reason & loaded & history & f["clock_ratio"].le(1.0 - thresholds["min_clock_drop"])
     # Once open, the stretch lasts while the hardware keeps saying so: the trailing clock
-    # baseline drifts down with a long throttle and must not close it.
-    f = mark_stretches(f, "entity_id", entry, sustain=reason & loaded, min_minutes=thresholds["min_minutes"])
+    # baseline drifts down with a long throttle and must not close it. Minutes its run holds the GPU
+    # without loading it (a checkpoint pause) cannot show a throttle either way: they neither
+    # sustain nor end it (bridged up to `max_gap_minutes`).
+    observable = (loaded | f["run_id"].isna()).to_numpy()
+    f = f[observable].reset_index(drop=True)
+    entry, reason, loaded = (s[observable].reset_index(drop=True) for s in (entry, reason, loaded))
+    f = mark_stretches(f, "entity_id", entry, sustain=reason & loaded, min_minutes=thresholds["min_minutes"],
+                       max_gap_minutes=thresholds.get("max_gap_minutes", 1.0))
     rows = []
     for stretch, active in active_stretches(f):
         opened = active[active["clock_ratio"].notna()]

@@ -79,12 +79,13 @@ def _ticks(frame: pd.DataFrame) -> pd.Series:
 
 
 def clearings(frame: pd.DataFrame, ids: pd.Series, findings: pd.DataFrame, carried: pd.DataFrame,
-              describe: Callable[[pd.DataFrame, pd.DataFrame], dict] | None, signal: str, entity_type: str,
+              describe: Callable[[pd.DataFrame, pd.DataFrame], dict | None] | None, signal: str, entity_type: str,
               start) -> pd.DataFrame:
     """One clearing per entity whose episode (flagged in this partition, or carried in) is over by the
-    end of the frame: at the first later tick that shows the entity unflagged, or at its last flagged
-    tick when the series no longer holds the entity although it runs on (it left: run ended, GPU
-    released). An entity flagged up to the frame's last tick is still open: no clearing."""
+    end of the frame: at the first later tick that shows the entity unflagged (and, when the signal
+    has a describer, that it can judge: not a checkpoint pause), or at its last flagged tick when the
+    series no longer holds the entity although it runs on (it left: run ended, GPU released). An
+    entity flagged up to the frame's last tick is still open: no clearing."""
     last: dict[str, pd.Timestamp] = {}
     for frame_ in (findings, carried):
         if not frame_.empty:
@@ -102,9 +103,9 @@ def clearings(frame: pd.DataFrame, ids: pd.Series, findings: pd.DataFrame, carri
         if one_off:
             at, facts = seen, {"why": "a one-off event: nothing after it is flagged"}
         elif not mine.empty:
-            at = ticks[mine.index].min()
-            facts = dict(describe(mine[ticks[mine.index] == at], frame[ticks == at])) if describe else {}
-            facts.setdefault("why", f"evaluated at {at:%Y-%m-%d %H:%M} and no longer flagged")
+            at, facts = _first_verdict(mine, ticks, frame, describe)
+            if at is None:
+                continue   # later ticks say nothing either way (a GPU paused by its run): not over yet
         elif pd.notna(horizon) and horizon > seen:
             at = seen
             facts = {"why": f"{entity} left the signal's series after {seen:%Y-%m-%d %H:%M} (evaluated "
@@ -114,6 +115,18 @@ def clearings(frame: pd.DataFrame, ids: pd.Series, findings: pd.DataFrame, carri
         rows.append({"signal": signal, "entity_type": entity_type, "entity_id": entity, "partition_start": start,
                      "last_seen": seen, "cleared_at": at, "evidence": facts})
     return pd.DataFrame(rows, columns=list(CLEARING_COLUMNS))
+
+
+def _first_verdict(mine: pd.DataFrame, ticks: pd.Series, frame: pd.DataFrame, describe):
+    """(tick, facts) of the entity's first later tick that shows its fault over; a describer returns
+    None for a tick that cannot tell (the condition is not observable then), and the next one is tried."""
+    for at in sorted(ticks[mine.index].unique()):
+        if describe is None:
+            return at, {"why": f"evaluated at {at:%Y-%m-%d %H:%M} and no longer flagged"}
+        facts = describe(mine[ticks[mine.index] == at], frame[ticks == at])
+        if facts is not None:
+            return at, dict(facts)
+    return None, None
 
 
 def seed(f: pd.DataFrame, sustain: pd.Series, grace_minutes: float = GRACE_MINUTES) -> pd.Series:

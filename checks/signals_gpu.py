@@ -89,6 +89,7 @@ REGISTRY.register(Signal(
         "hot_celsius": 90.0,           # counts as a thermal reason when the exporter has no reason bits
         "min_minutes": 3.0,
         "min_baseline_minutes": 10.0,
+        "max_gap_minutes": 5.0,        # unloaded minutes (a checkpoint pause) bridged within a stretch
         "lookback_minutes": 30.0,
     },
     fault_types=("thermal_throttle",),
@@ -112,6 +113,7 @@ REGISTRY.register(Signal(
         "min_utilization": 0.5,
         "min_minutes": 3.0,
         "min_baseline_minutes": 10.0,
+        "max_gap_minutes": 5.0,        # unloaded minutes (a checkpoint pause) bridged within a stretch
         "lookback_minutes": 30.0,
     },
     fault_types=("power_throttle",),
