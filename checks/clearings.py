@@ -104,8 +104,17 @@ def collective_back(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
 
 
 def latency_back(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
-    """serving latency signals: the endpoint's latency quantiles are back (under the SLO / baseline)."""
+    """serving_latency_slo_breach: every latency quantile is back under the endpoint's objective."""
     r = rows.iloc[-1]
     return {"why": f"TTFT p99 {_num(r.get('ttft_p99_seconds'), 3)} s, ITL p99 {_num(r.get('itl_p99_seconds'), 4)} s: "
-                   f"latency back", "ttft_p99_seconds": _num(r.get("ttft_p99_seconds"), 4),
+                   f"back under the SLO", "ttft_p99_seconds": _num(r.get("ttft_p99_seconds"), 4),
             "itl_p99_seconds": _num(r.get("itl_p99_seconds"), 4)}
+
+
+def latency_near_baseline(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
+    """serving_latency_regression: the latency quantiles are within the sustain ratio of their trailing
+    baselines (which a regression lasting longer than the baseline window drags along: SEV3)."""
+    r = rows.iloc[-1]
+    return {"why": f"TTFT p99 {_num(r.get('ttft_p99_seconds'), 3)} s vs trailing baseline "
+                   f"{_num(r.get('ttft_p99_baseline'), 3)} s: no quantile clearly above its trailing baseline",
+            "ttft_p99_seconds": _num(r.get("ttft_p99_seconds"), 4), "ttft_p99_baseline": _num(r.get("ttft_p99_baseline"), 4)}

@@ -35,7 +35,7 @@ REGISTRY.register(Signal(
     # a saturated queue makes every request wait: TTFT rises with it
     fault_types=("latency_regression", "queue_saturation"),
     **_SERVING,
-    clearing=c.latency_back,
+    clearing=c.latency_near_baseline,
 ))
 
 REGISTRY.register(Signal(
