@@ -7,8 +7,12 @@ exactly as `goodput demo` does (`orchestration.cli.run_pipeline`: the `detect` j
 `fold_incidents` and the alert sensor), read the incidents, evaluate the baseline rules
 (bench/baseline.py, sql/bench/) on the same warehouse, and score both with the shared scorer
 (`orchestration.scoring.score`). Prints, across all scenarios, one side-by-side markdown table per
-fault type (recall, precision, detection delay p50/p95 for each) and the false alarms per 1,000
-GPU-hours of healthy time (GPU-hours outside every injected fault's span and entity).
+fault type (recall, precision, detection delay p50/p95 for each, and Goodput's open share: the
+share of each fault's span during which an incident that caught it was open, mean / min over the
+type's faults, target 1.0) and the false alarms per 1,000 GPU-hours of healthy time (GPU-hours
+outside every injected fault's span and entity). `bench/scenarios/detection_long.yaml` holds each
+SEV1/SEV2 fault 3x its signals' longest lookback, where the open share shows whether an incident
+stayed open for the whole fault.
 
 Delay is data time: the incident's `opened` (when its evidence crossed the threshold, or when a
 baseline rule's `for:` duration elapsed) minus the fault's onset. Under the every-minute schedule a user
