@@ -7,14 +7,21 @@ Lifecycle (all in data time, so a backfill in any partition order gives identica
 - update: later findings extend the episode (last seen, latest evidence, GPU-hours at risk).
 - escalate: the tier rises above the signal's default when the GPU-hours burned since onset cross
   configurable thresholds; each escalation is a transition, and the tier's reason is recorded.
-- resolve: after `resolve_after_windows` clean windows, i.e. that much time after the last finding
-  that the signal has evaluated (the `evaluations` table) without flagging the entity.
+- resolve: on evidence that the fault is over. The signal's check records a clearing (table
+  `clearings`, checks/episodes.py: steps resumed, the clock is back, the rank rejoined its peers, the
+  run released its GPUs) after the episode's last finding, and `resolve_after_windows` clean windows
+  have passed since, i.e. that much time after the last finding that the signal has evaluated (the
+  `evaluations` table) without flagging the entity. The clearing is the incident's `resolution`;
+  clean windows without one leave the incident open (a check that cannot see the entity cannot say
+  its fault is over).
 - reopen: a finding after the episode ended opens a new incident (next episode, new id) that
   names the episode it reopens.
 
 Incidents on the same run, GPU or host at overlapping times share a correlation id (a straggling
-rank and the throttling GPU under it). The fold is a pure function of findings and evaluation
-marks; the asset replaces `incidents` and `incident_transitions` in one transaction.
+rank and the throttling GPU under it). The fold is a pure function of findings, clearings and
+evaluation marks; `fold_group` folds one (signal, entity) group on its own (an incremental fold
+picks the groups with new findings or clearings and calls it); the asset replaces `incidents` and
+`incident_transitions` in one transaction.
 """
 
 import hashlib
@@ -38,6 +45,7 @@ INCIDENT_COLUMNS = (
     "entity_type", "entity_id", "run_id", "rank", "hosts", "gpus", "endpoint", "model_version", "checkpoint",
     "owner", "playbook", "evidence", "gpu_hours_at_risk", "triage_class", "correlation_id", "findings",
     "default_tier", "tier_reason", "escalated_at", "episode", "previous_incident_id", "ranks", "members",
+    "resolution",
 )
 TRANSITION_COLUMNS = ("incident_id", "seq", "transition", "transition_at", "tier", "reason", "gpu_hours_at_risk")
 
@@ -151,12 +159,20 @@ def _tier_history(default: str, onset, opened, last_seen, gpu_count: int, lifecy
     return tier, reason, escalations
 
 
+def clearing_entity(entity_type: str, entity_id: str) -> tuple[str, str]:
+    """The incident entity a clearing speaks of (a rank's clearing belongs to its run's incident)."""
+    if entity_type == "rank" and "/rank-" in entity_id:
+        return "run", entity_id.rpartition("/rank-")[0]
+    return entity_type, entity_id
+
+
 def fold(findings: pd.DataFrame, evaluations: pd.DataFrame, lifecycle: Lifecycle = Lifecycle(),
          registry: SignalRegistry = REGISTRY, versions: pd.DataFrame | None = None,
-         triage_window_seconds: float = triage.WINDOW_SECONDS) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(incidents, transitions) from findings and evaluation marks (and the endpoints' version
-    history, `serving_versions`, for the triage of serving and quality incidents); deterministic in its inputs."""
-    gap = lifecycle.gap
+         triage_window_seconds: float = triage.WINDOW_SECONDS,
+         clearings: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(incidents, transitions) from findings, clearings (the evidence that a fault is over; none
+    given: nothing resolves) and evaluation marks (and the endpoints' version history,
+    `serving_versions`, for the triage of serving and quality incidents); deterministic in its inputs."""
     spans = evaluated_spans(evaluations, lifecycle.window_seconds)
     incidents, transitions = [], []
     if findings.empty:
@@ -165,25 +181,64 @@ def fold(findings: pd.DataFrame, evaluations: pd.DataFrame, lifecycle: Lifecycle
     keys = [incident_entity(f) for f in findings.to_dict("records")]
     findings["incident_entity_type"] = [k[0] for k in keys]
     findings["incident_entity_id"] = [k[1] for k in keys]
-    order = ["detected_at", "partition_start", "entity_id", "onset"]
+    cleared = _clearings_by_group(clearings)
     for (signal_name, entity_type, entity_id), group in findings.groupby(
             ["signal", "incident_entity_type", "incident_entity_id"], sort=True):
-        signal = registry.get(signal_name)
-        previous = None
-        for number, episode in enumerate(_episodes(group.sort_values(order, kind="stable"), gap), 1):
-            inc, trans = _incident(signal, entity_type, entity_id, episode, number, previous, spans.get(signal_name, []),
-                                   lifecycle)
-            incidents.append(inc)
-            transitions.extend(trans)
-            previous = inc["incident_id"]
+        inc, trans = fold_group(registry.get(signal_name), entity_type, entity_id, group,
+                                spans.get(signal_name, []), cleared.get((signal_name, entity_type, entity_id)), lifecycle)
+        incidents.extend(inc)
+        transitions.extend(trans)
     out = pd.DataFrame(incidents, columns=list(INCIDENT_COLUMNS))
-    out["correlation_id"] = correlate(out, gap)
+    out["correlation_id"] = correlate(out, lifecycle.gap)
     # after correlating: the version's training run must not tie a serving incident to that run's own
     out = triage.apply(out, versions, triage_window_seconds)
     return out, pd.DataFrame(transitions, columns=list(TRANSITION_COLUMNS))
 
 
-def _incident(signal, entity_type, entity_id, episode: pd.DataFrame, number: int, previous, spans, lifecycle: Lifecycle):
+def _clearings_by_group(clearings: pd.DataFrame | None) -> dict[tuple[str, str, str], pd.DataFrame]:
+    if clearings is None or clearings.empty:
+        return {}
+    c = clearings.copy()
+    keys = [clearing_entity(t, str(e)) for t, e in zip(c["entity_type"], c["entity_id"])]
+    c["incident_entity_type"] = [k[0] for k in keys]
+    c["incident_entity_id"] = [k[1] for k in keys]
+    c = c.sort_values(["cleared_at", "entity_id", "partition_start"], kind="stable")
+    return {k: g for k, g in c.groupby(["signal", "incident_entity_type", "incident_entity_id"], sort=True)}
+
+
+ORDER = ["detected_at", "partition_start", "entity_id", "onset"]
+
+
+def fold_group(signal, entity_type: str, entity_id: str, group: pd.DataFrame, spans, clearings: pd.DataFrame | None,
+               lifecycle: Lifecycle = Lifecycle()) -> tuple[list[dict], list[dict]]:
+    """The incidents and transitions of one (signal, entity) group: a pure function of the group's
+    findings, its clearings and the signal's evaluated spans (`evaluated_spans(...)[signal]`)."""
+    incidents, transitions, previous = [], [], None
+    for number, episode in enumerate(_episodes(group.sort_values(ORDER, kind="stable"), lifecycle.gap), 1):
+        last_seen = episode["last_seen"].max()
+        clearing = None
+        if clearings is not None and not clearings.empty:
+            after = clearings[clearings["cleared_at"] >= last_seen]
+            clearing = after.iloc[0] if not after.empty else None
+        inc, trans = _incident(signal, entity_type, entity_id, episode, number, previous, spans, lifecycle, clearing)
+        incidents.append(inc)
+        transitions.extend(trans)
+        previous = inc["incident_id"]
+    return incidents, transitions
+
+
+def _resolution(clearing) -> str:
+    """The clearing evidence as one line: when the fault was seen over, and what showed it."""
+    facts = clearing["evidence"]
+    facts = json.loads(facts) if isinstance(facts, str) else dict(facts or {})
+    why = facts.pop("why", "no longer flagged")
+    shown = "; ".join(f"{k} {v}" for k, v in sorted(facts.items()) if v is not None)
+    return (f"cleared at {pd.Timestamp(clearing['cleared_at']):%Y-%m-%d %H:%M:%S} on {clearing['entity_id']}: {why}"
+            + (f" ({shown})" if shown else ""))
+
+
+def _incident(signal, entity_type, entity_id, episode: pd.DataFrame, number: int, previous, spans, lifecycle: Lifecycle,
+              clearing=None):
     gap = lifecycle.gap
     onset = episode["onset"].min()
     opened = episode["detected_at"].min()
@@ -198,7 +253,10 @@ def _incident(signal, entity_type, entity_id, episode: pd.DataFrame, number: int
     evidence["value_max"] = float(episode["value"].max())
     if grouped:
         evidence["ranks"] = ranks
-    resolved = _clean_through(spans, last_seen, last_seen + gap)
+    # a resolution needs both: evidence that the fault is over, and clean evaluated windows after it
+    resolved = clearing is not None and _clean_through(spans, last_seen, last_seen + gap)
+    resolved_at = max(last_seen + gap, pd.Timestamp(clearing["cleared_at"])) if resolved else pd.NaT
+    resolution = _resolution(clearing) if resolved else None
     gpu_hours = len(gpus) * (last_seen - onset).total_seconds() / 3600
     checkpoint = episode["checkpoint"].dropna().iloc[0] if episode["checkpoint"].notna().any() else None
     iid = incident_id(signal.name, entity_id, onset)
@@ -220,7 +278,7 @@ def _incident(signal, entity_type, entity_id, episode: pd.DataFrame, number: int
     record = {
         "incident_id": iid, "signal": signal.name, "family": signal.family, "tier": final_tier,
         "status": "resolved" if resolved else "open", "title": f"{signal.title}: {what}",
-        "onset": onset, "opened": opened, "last_seen": last_seen, "resolved": last_seen + gap if resolved else pd.NaT,
+        "onset": onset, "opened": opened, "last_seen": last_seen, "resolved": resolved_at,
         "entity_type": entity_type, "entity_id": entity_id, "run_id": run_id,
         "rank": ranks[0] if len(ranks) == 1 else None, "hosts": hosts, "gpus": gpus,
         "endpoint": lineage["endpoint"], "model_version": lineage["model_version"], "checkpoint": checkpoint,
@@ -230,7 +288,7 @@ def _incident(signal, entity_type, entity_id, episode: pd.DataFrame, number: int
         "gpu_hours_at_risk": round(gpu_hours, 3), "triage_class": lineage["triage_class"], "correlation_id": None,
         "findings": len(episode), "default_tier": signal.tier, "tier_reason": final_reason,
         "escalated_at": escalations[-1][0] if escalations else pd.NaT, "episode": number,
-        "previous_incident_id": previous, "ranks": ranks, "members": members,
+        "previous_incident_id": previous, "ranks": ranks, "members": members, "resolution": resolution,
     }
 
     def cost_at(at):
@@ -240,9 +298,9 @@ def _incident(signal, entity_type, entity_id, episode: pd.DataFrame, number: int
     for at, target, why in escalations:
         trans.append((iid, len(trans), "escalated", at, target, why, cost_at(at)))
     if resolved:
-        trans.append((iid, len(trans), "resolved", last_seen + gap, final_tier,
-                      f"no finding in {lifecycle.resolve_after_windows} clean evaluated window(s) after {last_seen:%Y-%m-%d %H:%M:%S}",
-                      cost_at(last_seen)))
+        trans.append((iid, len(trans), "resolved", resolved_at, final_tier,
+                      f"{resolution}; no finding in {lifecycle.resolve_after_windows} clean evaluated window(s) "
+                      f"after {last_seen:%Y-%m-%d %H:%M:%S}", cost_at(last_seen)))
     return record, [dict(zip(TRANSITION_COLUMNS, t)) for t in trans]
 
 
@@ -335,9 +393,10 @@ def incidents(context: dg.AssetExecutionContext, config: IncidentsConfig, wareho
     with warehouse.connect() as con:
         findings = sql.frame(con, "incidents/findings")
         evaluations = sql.frame(con, "incidents/evaluations")
+        clearings = sql.frame(con, "incidents/clearings")
         versions = sql.frame(con, "incidents/serving_versions")
         folded, transitions = fold(findings, evaluations, config.lifecycle(), versions=versions,
-                                   triage_window_seconds=config.triage_window_seconds)
+                                   triage_window_seconds=config.triage_window_seconds, clearings=clearings)
         with transaction(con, new_incidents=folded, new_transitions=transitions):
             sql.run(con, "incidents/replace")
         # the fold holds the write lock anyway: log delivery attempts a sensor could not mirror

@@ -7,8 +7,12 @@ exactly as `goodput demo` does (`orchestration.cli.run_pipeline`: the `detect` j
 `fold_incidents` and the alert sensor), read the incidents, evaluate the baseline rules
 (bench/baseline.py, sql/bench/) on the same warehouse, and score both with the shared scorer
 (`orchestration.scoring.score`). Prints, across all scenarios, one side-by-side markdown table per
-fault type (recall, precision, detection delay p50/p95 for each) and the false alarms per 1,000
-GPU-hours of healthy time (GPU-hours outside every injected fault's span and entity).
+fault type (recall, precision, detection delay p50/p95 for each, and Goodput's open share: the
+share of each fault's span during which an incident that caught it was open, mean / min over the
+type's faults, target 1.0) and the false alarms per 1,000 GPU-hours of healthy time (GPU-hours
+outside every injected fault's span and entity). `bench/scenarios/detection_long.yaml` holds each
+SEV1/SEV2 fault 3x its signals' longest lookback, where the open share shows whether an incident
+stayed open for the whole fault.
 
 Delay is data time: the incident's `opened` (when its evidence crossed the threshold, or when a
 baseline rule's `for:` duration elapsed) minus the fault's onset. Under the every-minute schedule a user
@@ -119,8 +123,9 @@ def pooled(results: list[dict], key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         t[["onset", "end"]] = t[["onset", "end"]] + i * SHIFT
         inc = r[key].copy()
         if not inc.empty:
-            for col in ("onset", "opened", "last_seen"):
-                inc[col] = pd.to_datetime(inc[col]) + i * SHIFT
+            for col in ("onset", "opened", "last_seen", "resolved"):
+                if col in inc.columns:
+                    inc[col] = pd.to_datetime(inc[col]) + i * SHIFT
             inc["incident_id"] = r["name"] + "/" + inc["incident_id"].astype(str)
         truths.append(t)
         incidents.append(inc)
@@ -165,6 +170,8 @@ def detection_table(results: list[dict]) -> tuple[str, pd.DataFrame]:
             "Goodput precision": _ratio(o["precision"]) if o is not None else "-",
             "Goodput delay p50 (min)": _mins(o["delay_median_s"]) if o is not None else "-",
             "Goodput delay p95 (min)": _mins(o["delay_p95_s"]) if o is not None else "-",
+            "Goodput open share (mean / min)": (f"{_ratio(o['coverage_mean'])} / {_ratio(o['coverage_min'])}"
+                                                if o is not None and injected else "-"),
             "baseline rules": rules,
             "baseline recall": _ratio(b["recall"]) if b is not None else ("0.00" if injected else "-"),
             "baseline precision": _ratio(b["precision"]) if b is not None else "-",

@@ -15,6 +15,7 @@ import duckdb
 import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
+from checks import episodes
 from checks.registry import LINEAGE_COLUMNS, REGISTRY, Signal
 from orchestration import sql
 from orchestration.partitions import hourly, naive_utc
@@ -35,23 +36,33 @@ def evaluate(
     start, end = naive_utc(start), naive_utc(end)
     thresholds = dict(signal.thresholds) if thresholds is None else thresholds
     frame = sql.frame(con, signal.query, {"start": start, "end": end, **signal.query_params, **thresholds})
-    findings = signal.detector(frame, thresholds)
+    # episodes still open when the partition begins go on by the fault's own evidence (checks/episodes.py)
+    carried = sql.frame(con, "detect/open_episodes", {"signal": signal.name, "start": start,
+                                                      "grace_minutes": episodes.GRACE_MINUTES})
+    ids = episodes.entity_ids(frame, signal.entity, signal.entity_column)
+    findings = signal.detector(episodes.with_open_episodes(frame, ids, carried), thresholds)
+    findings = episodes.carried_onsets(findings, carried)
     findings = findings.assign(**{c: None for c in LINEAGE_COLUMNS if c not in findings.columns})
+    cleared = episodes.clearings(frame, ids, findings, carried, signal.clearing, signal.name, signal.entity, start)
+    cleared = cleared.assign(evidence=cleared["evidence"].map(lambda e: json.dumps(e, sort_keys=True, default=str)))
     stored = findings.assign(
         signal=signal.name,
         entity_type=signal.entity,
         partition_start=start,
         evidence=findings["evidence"].map(lambda e: json.dumps(e, sort_keys=True, default=str)),
     )
-    entity_col = signal.entity_column if signal.entity_column in frame.columns else None
+    evaluated = sorted({str(i) for i in ids.dropna()})
+    flagged = sorted({str(i) for i in findings["entity_id"].dropna()}) if not findings.empty else []
     marks = pd.DataFrame({
         "signal": [signal.name],
         "partition_start": [start],
         "evaluated_until": [frame["tick"].max() if "tick" in frame.columns and not frame.empty else pd.NaT],
-        "entities": [int(frame[entity_col].nunique()) if entity_col and not frame.empty else 0],
-        "flagged": [int(findings["entity_id"].nunique()) if not findings.empty else 0],
+        "entities": [len(evaluated)],
+        "flagged": [len(flagged)],
+        "entity_ids": [evaluated],
+        "flagged_ids": [flagged],
     })
-    with transaction(con, new_findings=stored, new_evaluations=marks):
+    with transaction(con, new_findings=stored, new_evaluations=marks, new_clearings=cleared):
         sql.run(con, "detect/store_findings", {"signal": signal.name, "start": start})
     return frame, findings
 
@@ -64,7 +75,7 @@ def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, th
         "signal": signal.name,
         "tier": signal.tier,
         "owner": signal.owner,
-        "entities_evaluated": int(frame[signal.entity_column].nunique()) if signal.entity_column in frame.columns else 0,
+        "entities_evaluated": int(episodes.entity_ids(frame, signal.entity, signal.entity_column).nunique()),
         "window": dg.MetadataValue.text(
             f"{frame['tick'].min()} .. {frame['tick'].max()}" if "tick" in frame.columns and not frame.empty else "no data"
         ),

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from checks import episodes
 from checks.detectors import empty_findings
 from checks.detectors_gpu import MINUTE, _num, active_stretches, findings_frame, mark_stretches, throttle_names
 
@@ -185,13 +186,16 @@ def collective_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) 
         clean & f["rise"].ge(thresholds["min_rise"]) & f["z"].ge(thresholds["min_z"])
         & f["baseline_minutes"].ge(thresholds["min_baseline_minutes"])
     )
-    sustain = clean & (f["collective_seconds"] >= thresholds["min_rise"] * f["collective_baseline_floor"])
+    # the lowest baseline since the lookback began, or the healthy one a carried episode opened with
+    floor = episodes.held_reference(f, f["collective_baseline_floor"])
+    f["reference"] = episodes.held_reference(f, f["collective_seconds_baseline"])
+    sustain = clean & (f["collective_seconds"] >= thresholds["min_rise"] * floor)
     f = mark_stretches(f, "run_id", entry, sustain=sustain, min_minutes=thresholds["min_minutes"],
                        max_gap_minutes=thresholds["max_gap_minutes"])
     rows = []
     for stretch, active in active_stretches(f):
         entered = active.iloc[0]
-        usual = float(entered["collective_seconds_baseline"])
+        usual = float(entered["reference"])
         value = float(active["collective_seconds"].median())
         rows.append({
             "entity_id": entered["run_id"],
@@ -208,6 +212,7 @@ def collective_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) 
             "evidence": {
                 "collective_seconds": _num(value, 4),
                 "collective_baseline_seconds": _num(usual, 4),
+                "held_reference": usual,
                 "rise_pct": _num(100 * (value / usual - 1), 1),
                 "z": _num(active["z"].median(), 1),
                 "compute_seconds": _num(active["compute_seconds"].median(), 4),

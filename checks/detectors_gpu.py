@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pynvml
 
+from checks import episodes
 from checks.detectors import empty_findings
 from checks.registry import FINDING_COLUMNS
 
@@ -58,14 +59,17 @@ def mark_stretches(f: pd.DataFrame, key: str, entry: pd.Series, sustain: pd.Seri
     once `entry` has held for `min_minutes` consecutive rows and stays open while `sustain` (a
     looser condition, e.g. one that does not lean on a baseline the fault itself drags along) keeps
     holding. Rows more than `max_gap_minutes` apart are not consecutive (a rank's series has no rows
-    in minutes without a step, e.g. during an evaluation pause). Adds `_stretch` (an id per run of
-    sustain rows) and `_active` (flagged).
+    in minutes without a step, e.g. during an evaluation pause). An episode carried in open from the
+    previous partition (`episode_last_seen`, checks/episodes.py) counts as entered at its last flagged
+    tick: it goes on while `sustain` holds, however long ago `entry` was true. Adds `_stretch` (an id
+    per run of sustain rows) and `_active` (flagged).
     """
     entry = entry.fillna(False).astype(bool)
     sustain = entry if sustain is None else (sustain.fillna(False).astype(bool) | entry)
     same = f[key].eq(f[key].shift()) & (f["tick"] - f["tick"].shift()).le(max_gap_minutes * MINUTE)
     entry_run = (entry & ~(entry.shift(fill_value=False) & same)).cumsum()
     entered = entry & (entry.astype(int).groupby(entry_run).cumsum() >= min_minutes)
+    entered = entered | episodes.seed(f, sustain)
     stretch = (sustain & ~(sustain.shift(fill_value=False) & same)).cumsum()
     active = sustain & entered.groupby(stretch).cummax()
     return f.assign(_stretch=stretch.where(sustain, -1).to_numpy(), _active=active.to_numpy())
@@ -249,8 +253,14 @@ def _throttle(frame: pd.DataFrame, thresholds: Mapping[str, float], bits: int, h
     history = f["baseline_minutes"].ge(thresholds["min_baseline_minutes"]) & f["sm_clock_baseline"].gt(0)
     entry = reason & loaded & history & f["clock_ratio"].le(1.0 - thresholds["min_clock_drop"])
     # Once open, the stretch lasts while the hardware keeps saying so: the trailing clock
-    # baseline drifts down with a long throttle and must not close it.
-    f = mark_stretches(f, "entity_id", entry, sustain=reason & loaded, min_minutes=thresholds["min_minutes"])
+    # baseline drifts down with a long throttle and must not close it. Minutes its run holds the GPU
+    # without loading it (a checkpoint pause) cannot show a throttle either way: they neither
+    # sustain nor end it (bridged up to `max_gap_minutes`).
+    observable = (loaded | f["run_id"].isna()).to_numpy()
+    f = f[observable].reset_index(drop=True)
+    entry, reason, loaded = (s[observable].reset_index(drop=True) for s in (entry, reason, loaded))
+    f = mark_stretches(f, "entity_id", entry, sustain=reason & loaded, min_minutes=thresholds["min_minutes"],
+                       max_gap_minutes=thresholds.get("max_gap_minutes", 1.0))
     rows = []
     for stretch, active in active_stretches(f):
         opened = active[active["clock_ratio"].notna()]
@@ -351,6 +361,7 @@ def gpu_busy_low_power(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
         gpus_held=("gpu", "size"), spinning=("spinning", "sum"), dropped=("dropped", "sum"),
         utilization=("utilization_ratio", "mean"), power_ratio=("power_ratio", "mean"),
         tensor=("tensor_active_ratio", "mean"), in_window=("in_window", "any"),
+        **({"episode_last_seen": ("episode_last_seen", "first")} if "episode_last_seen" in g.columns else {}),
     ).reset_index()
     share = per_run["spinning"] / per_run["gpus_held"]
     sustain = share.ge(thresholds["min_share"])

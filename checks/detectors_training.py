@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pandas as pd
 
+from checks import episodes
 from checks.detectors import empty_findings
 from checks.registry import FINDING_COLUMNS
 
@@ -540,7 +541,8 @@ def step_time_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
     if f.empty:
         return empty_findings()
     ref_minutes = thresholds["ref_minutes"]
-    f["ref"] = _rolling(f, "step_seconds_baseline", ref_minutes, "min", closed="right")
+    # an episode carried in from the previous hour keeps the healthy reference it opened with
+    f["ref"] = episodes.held_reference(f, _rolling(f, "step_seconds_baseline", ref_minutes, "min", closed="right"))
     f["ref_noise"] = MAD_TO_SIGMA * _rolling(f, "step_seconds_mad", ref_minutes, "median", closed="right")
     f["ref_collective"] = _rolling(f, "collective_seconds_baseline", ref_minutes, "min", closed="right")
     f["ref_data"] = _rolling(f, "data_seconds", thresholds["decompose_minutes"], "median")
@@ -571,6 +573,7 @@ def step_time_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
             "evidence": {
                 "step_seconds": _num(now["step_seconds"]),
                 "step_seconds_baseline": _num(ref),
+                "held_reference": ref,
                 "increase_pct": round(100.0 * float(now["increase"]), 1),
                 "threshold_pct": round(100.0 * thresholds["min_increase_ratio"], 1),
                 "z": _num(now["z"], 1),

@@ -78,6 +78,10 @@ class Signal:
     fault_types: tuple[str, ...] = ()   # simulator fault types this signal is meant to catch
     entity_column: str = "run_id"       # the frame column naming the entities evaluated
     query_params: Mapping[str, str] = field(default_factory=dict)  # fixed $params of the query (one SQL, several signals)
+    # What the frame's rows of one entity at one tick (and all rows of that tick) show when its fault
+    # is over (checks/clearings.py): {"why": a sentence in the signal's terms, facts...}; None says
+    # only that it was no longer flagged.
+    clearing: Callable[[pd.DataFrame, pd.DataFrame], dict] | None = None
 
     def __post_init__(self):
         for value, allowed, what in (

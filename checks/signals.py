@@ -4,6 +4,7 @@ Importing this module registers every signal: the skeleton's here, the rest by f
 checks/signals_<family>.py (imported at the bottom).
 """
 
+from checks import clearings as c
 from checks import detectors
 from checks.registry import REGISTRY, Signal
 
@@ -31,6 +32,7 @@ REGISTRY.register(Signal(
     },
     # a dead rank (or a GPU fallen off the bus) leaves its peers spinning in the collective: a stall too
     fault_types=("hang", "rank_dropout"),
+    clearing=c.steps_resumed,
 ))
 
 # The families' modules register on import; keep this at the bottom (they may use the above).

@@ -4,6 +4,7 @@ Each runs on `training_baselines` (rank_minutes / run_minutes) and reads `gpu_ba
 cross-layer evidence. Threshold reasons are in docs/signals.md, "Distributed signals".
 """
 
+from checks import clearings as c
 from checks import detectors_distributed as d
 from checks.registry import REGISTRY, Signal
 
@@ -36,6 +37,7 @@ REGISTRY.register(Signal(
     },
     fault_types=("straggler", "thermal_throttle", "power_throttle"),
     entity_column="entity_id",
+    clearing=c.in_step_with_peers,
 ))
 
 REGISTRY.register(Signal(
@@ -66,6 +68,7 @@ REGISTRY.register(Signal(
         "lookback_minutes": 120.0,
     },
     fault_types=("collective_regression",),
+    clearing=c.collective_back,
 ))
 
 REGISTRY.register(Signal(
@@ -81,7 +84,7 @@ REGISTRY.register(Signal(
         "the next collective until the NCCL timeout, burning every GPU of the run."
     ),
     asset="training_baselines",
-    inputs=("gpu_baselines",),
+    inputs=("gpu_baselines", "lineage_events"),
     query="detect/rank_dropout",
     detector=d.rank_dropout,
     thresholds={
@@ -92,6 +95,7 @@ REGISTRY.register(Signal(
     },
     fault_types=("rank_dropout", "xid_error"),
     entity_column="entity_id",
+    clearing=c.rank_rejoined,
 ))
 
 REGISTRY.register(Signal(

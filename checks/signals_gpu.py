@@ -5,6 +5,7 @@ ids are "<host>:<gpu_index>" (the busy-but-low-power signal speaks of the run). 
 are in docs/signals.md, "GPU signals".
 """
 
+from checks import clearings as c
 from checks import detectors_gpu as d
 from checks.registry import REGISTRY, Signal
 
@@ -88,10 +89,12 @@ REGISTRY.register(Signal(
         "hot_celsius": 90.0,           # counts as a thermal reason when the exporter has no reason bits
         "min_minutes": 3.0,
         "min_baseline_minutes": 10.0,
+        "max_gap_minutes": 5.0,        # unloaded minutes (a checkpoint pause) bridged within a stretch
         "lookback_minutes": 30.0,
     },
     fault_types=("thermal_throttle",),
     **_GPU,
+    clearing=c.clock_back,
 ))
 
 REGISTRY.register(Signal(
@@ -110,10 +113,12 @@ REGISTRY.register(Signal(
         "min_utilization": 0.5,
         "min_minutes": 3.0,
         "min_baseline_minutes": 10.0,
+        "max_gap_minutes": 5.0,        # unloaded minutes (a checkpoint pause) bridged within a stretch
         "lookback_minutes": 30.0,
     },
     fault_types=("power_throttle",),
     **_GPU,
+    clearing=c.clock_back,
 ))
 
 REGISTRY.register(Signal(
@@ -160,4 +165,5 @@ REGISTRY.register(Signal(
     },
     fault_types=("hang", "rank_dropout"),
     entity_column="run_id",
+    clearing=c.gpus_working,
 ))

@@ -7,6 +7,7 @@ the version's lineage (run, checkpoint) and a triage class (assets/triage.py). T
 reasons are in docs/signals.md, "Serving signals".
 """
 
+from checks import clearings as c
 from checks import detectors_serving as d
 from checks.registry import REGISTRY, Signal
 
@@ -34,6 +35,7 @@ REGISTRY.register(Signal(
     # a saturated queue makes every request wait: TTFT rises with it
     fault_types=("latency_regression", "queue_saturation"),
     **_SERVING,
+    clearing=c.latency_near_baseline,
 ))
 
 REGISTRY.register(Signal(
@@ -54,6 +56,7 @@ REGISTRY.register(Signal(
     },
     fault_types=("latency_regression", "queue_saturation"),
     **_SERVING,
+    clearing=c.latency_back,
 ))
 
 REGISTRY.register(Signal(

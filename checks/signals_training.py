@@ -6,6 +6,7 @@ in docs/signals.md, "Training signals"; windows and lookbacks are thresholds too
 gets them as parameters.
 """
 
+from checks import clearings as c
 from checks import detectors_training as d
 from checks.registry import REGISTRY, Signal
 
@@ -157,6 +158,7 @@ REGISTRY.register(Signal(
         "lookback_minutes": 180.0,
     },
     fault_types=("step_time_regression",),
+    clearing=c.step_time_back,
 ))
 
 REGISTRY.register(Signal(

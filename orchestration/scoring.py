@@ -4,7 +4,10 @@ A fault is detected when an incident of a signal meant for its type (`Signal.fau
 the same entity (or a part of it: a rank or GPU of the faulty run) and overlaps the fault's time
 span, give or take `tolerance_seconds`. Detection delay is the incident's `opened` (the data time
 at which the evidence first crossed the threshold) minus the fault's onset. An incident that
-matches no fault is a false alarm, counted under its signal's fault types.
+matches no fault is a false alarm, counted under its signal's fault types. Coverage is the share
+of a fault's span [onset, end) during which an incident that caught it was open: from the incident's
+onset until it resolved (still open: to the end of the fault), the union over its incidents. 1.0
+means one open incident from onset to end; a fault resolved while it lasted, or caught late, scores less.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import checks.signals  # noqa: F401  (registers the signals)
 from checks.registry import REGISTRY
 
 SCORE_COLUMNS = ("fault_type", "injected", "detected", "missed", "incidents", "false_alarms",
-                 "precision", "recall", "delay_median_s", "delay_p95_s")
+                 "precision", "recall", "delay_median_s", "delay_p95_s", "coverage_mean", "coverage_min")
 
 
 def load_truth(path: Path) -> pd.DataFrame:
@@ -84,10 +87,41 @@ def match(truth: pd.DataFrame, incidents: pd.DataFrame, tolerance_seconds: float
     return pd.DataFrame(rows, columns=["type", "entity", "onset", "end", "incident_ids", "detected", "delay_s"])
 
 
+def _covered(fault, incidents: pd.DataFrame) -> float:
+    """The share of the fault's span during which one of `incidents` was open (onset to resolved)."""
+    start, end = fault.onset, fault.end
+    if end <= start:
+        return 1.0 if not incidents.empty else 0.0
+    resolved = incidents["resolved"] if "resolved" in incidents.columns else pd.Series(pd.NaT, index=incidents.index)
+    spans = sorted((max(start, pd.Timestamp(o)), min(end, pd.Timestamp(r) if pd.notna(r) else end))
+                   for o, r in zip(incidents["onset"], resolved))
+    total, reach = pd.Timedelta(0), start
+    for s, e in spans:
+        s = max(s, reach)
+        if e > s:
+            total += e - s
+            reach = e
+    return total / (end - start)
+
+
+def coverage(truth: pd.DataFrame, incidents: pd.DataFrame, tolerance_seconds: float = 600.0,
+             registry=REGISTRY) -> pd.DataFrame:
+    """One row per fault: the share of its span covered by an open incident that caught it (0 if missed)."""
+    matched = match(truth, incidents, tolerance_seconds, registry)
+    by_id = incidents.set_index("incident_id") if not incidents.empty else incidents
+    rows = []
+    for fault in matched.itertuples():
+        mine = by_id.loc[list(fault.incident_ids)] if fault.incident_ids else by_id.iloc[0:0]
+        rows.append({"type": fault.type, "entity": fault.entity, "onset": fault.onset, "end": fault.end,
+                     "coverage": _covered(fault, mine) if len(mine) else 0.0, "incidents": len(mine)})
+    return pd.DataFrame(rows, columns=["type", "entity", "onset", "end", "coverage", "incidents"])
+
+
 def score(truth: pd.DataFrame, incidents: pd.DataFrame, tolerance_seconds: float = 600.0,
           registry=REGISTRY) -> pd.DataFrame:
     """Per fault type: injected, detected, missed, incidents, false alarms, precision, recall, delay."""
     matched = match(truth, incidents, tolerance_seconds, registry)
+    covered = coverage(truth, incidents, tolerance_seconds, registry)
     true_ids = set().union(*matched["incident_ids"]) if not matched.empty else set()
     types = sorted(set(truth["type"]) | {t for s in registry for t in s.fault_types if s.name in set(incidents["signal"])})
     rows = []
@@ -109,6 +143,8 @@ def score(truth: pd.DataFrame, incidents: pd.DataFrame, tolerance_seconds: float
             "recall": detected / len(faults) if len(faults) else np.nan,
             "delay_median_s": float(delays.median()) if not delays.empty else np.nan,
             "delay_p95_s": float(delays.quantile(0.95)) if not delays.empty else np.nan,
+            "coverage_mean": float(covered.loc[covered["type"] == fault_type, "coverage"].mean()) if len(faults) else np.nan,
+            "coverage_min": float(covered.loc[covered["type"] == fault_type, "coverage"].min()) if len(faults) else np.nan,
         })
     table = pd.DataFrame(rows, columns=list(SCORE_COLUMNS))
     # a type nobody injected is worth a row only when it raised false alarms

@@ -141,7 +141,7 @@ FAULT_TYPES: dict[str, FaultType] = {
     "rank_dropout": FaultType(
         "rank_dropout", ("rank",), False,
         "the rank's process dies: its GPU idles, the peers spin in the collective until the "
-        "NCCL timeout (10 min) or the fault's end, then the run fails", kills_run=True),
+        "run's NCCL timeout (nccl_timeout, default 10 min) or the fault's end, then the run fails", kills_run=True),
     "gradient_skew": FaultType(
         "gradient_skew", ("rank",), False,
         "the rank's local grad norm is x(1 + magnitude) its peers' (bad data shard)"),
@@ -323,6 +323,9 @@ class Run:
     restart: RestartSpec | None = None
     log_evaluations: bool = False
     model: ModelShape | None = None
+    # how long the survivors wait in a collective for a dead peer before the job fails (the job's
+    # NCCL / torch.distributed timeout; jobs that raise it, or disable async error handling, spin for hours)
+    nccl_timeout: timedelta = NCCL_TIMEOUT
 
     @property
     def end(self) -> datetime:
@@ -507,14 +510,14 @@ class Scenario:
 
     def failure(self, run_id: str) -> Failure | None:
         """The first fault that kills ``run_id``: its rank dies at the onset, and the job
-        fails when the survivors' collective times out (``NCCL_TIMEOUT``) or the fault ends."""
+        fails when the survivors' collective times out (the run's ``nccl_timeout``) or the fault ends."""
         first = None
         for fault in self.faults:
             hit = self.killing_fault(fault)
             if hit is None or hit[0].id != run_id:
                 continue
             if first is None or fault.onset < first.death:
-                fail = min(fault.onset + NCCL_TIMEOUT, fault.end)
+                fail = min(fault.onset + hit[0].nccl_timeout, fault.end)
                 first = Failure(fault=fault, rank=hit[1], death=fault.onset, fail=fail)
         return first
 
@@ -728,7 +731,7 @@ def _parse_run(p: _Parser, raw: Any, field: str, scenario_start: datetime,
                   {"ranks", "checkpoint_interval_steps", "precision", "learning_rate",
                    "tokens_per_step", "checkpoint_bytes", "job", "dataset",
                    "eval_interval_steps", "ordinary_noise", "checkpoints",
-                   "restart", "log_evaluations", "model"})
+                   "restart", "log_evaluations", "model", "nccl_timeout"})
     run_id = p.string(r["id"], f"{field}.id", _ID_RE)
     offset = p.duration(r["start"], f"{field}.start", positive=False)
     if offset >= scenario_duration:
@@ -820,6 +823,7 @@ def _parse_run(p: _Parser, raw: Any, field: str, scenario_start: datetime,
         restart=parse_restart(p, r.get("restart"), f"{field}.restart"),
         log_evaluations=parse_flag(p, r.get("log_evaluations", False), f"{field}.log_evaluations"),
         model=parse_model(p, r.get("model"), f"{field}.model"),
+        nccl_timeout=p.duration(r.get("nccl_timeout", "10m"), f"{field}.nccl_timeout"),
     )
 
 

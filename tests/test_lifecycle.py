@@ -60,6 +60,16 @@ def evaluated(signal, until_minute):
     return pd.DataFrame(rows)
 
 
+def cleared(found, after_minutes=1.0):
+    """The clearings the checks would record: each finding's entity seen unflagged a minute after it."""
+    rows = [{"signal": f["signal"], "entity_type": f["entity_type"], "entity_id": f["entity_id"],
+             "partition_start": f["partition_start"], "last_seen": f["last_seen"],
+             "cleared_at": f["last_seen"] + pd.Timedelta(minutes=after_minutes),
+             "evidence": json.dumps({"why": "value back under the threshold", "value": 0.1})} for f in found]
+    return pd.DataFrame(rows, columns=["signal", "entity_type", "entity_id", "partition_start", "last_seen",
+                                       "cleared_at", "evidence"])
+
+
 GPUS8 = [f"node-0:{i}" for i in range(8)]
 
 
@@ -70,7 +80,7 @@ def slow(onset, detected, last):
 def test_open_escalate_resolve_reopen():
     # open: 8 GPUs stalled 10 min = 1.3 GPU-h, under the 2 GPU-h SEV2 threshold: SEV3, open
     found = [slow(0, 5, 10)]
-    inc, trans = fold(pd.DataFrame(found), evaluated("slow_run", 10), LIFE, REG)
+    inc, trans = fold(pd.DataFrame(found), evaluated("slow_run", 10), LIFE, REG, clearings=cleared(found))
     (first,) = inc.to_dict("records")
     assert (first["status"], first["tier"], first["default_tier"], first["episode"]) == ("open", "SEV3", "SEV3", 1)
     assert list(trans["transition"]) == ["opened"] and "catalogue" in first["tier_reason"]
@@ -78,7 +88,7 @@ def test_open_escalate_resolve_reopen():
 
     # update + escalate: findings until 00:30 = 4 GPU-h; SEV2 crossed at 00:15 (2 GPU-h / 8 GPUs)
     found += [slow(0, 15, 20), slow(0, 25, 30)]
-    inc, trans = fold(pd.DataFrame(found), evaluated("slow_run", 30), LIFE, REG)
+    inc, trans = fold(pd.DataFrame(found), evaluated("slow_run", 30), LIFE, REG, clearings=cleared(found))
     (now,) = inc.to_dict("records")
     assert now["incident_id"] == first["incident_id"] and now["status"] == "open"
     assert now["last_seen"] == minutes(30) and now["gpu_hours_at_risk"] == pytest.approx(4.0)
@@ -88,17 +98,20 @@ def test_open_escalate_resolve_reopen():
         ("opened", "SEV3", minutes(5)), ("escalated", "SEV2", minutes(15))]
 
     # 5 clean evaluated minutes are not the 2 windows (10 min) resolving needs; unevaluated time never counts
-    inc, _ = fold(pd.DataFrame(found), evaluated("slow_run", 35), LIFE, REG)
+    inc, _ = fold(pd.DataFrame(found), evaluated("slow_run", 35), LIFE, REG, clearings=cleared(found))
     assert inc.loc[0, "status"] == "open"
     # resolve: evaluated and clean through 00:40
-    inc, trans = fold(pd.DataFrame(found), evaluated("slow_run", 45), LIFE, REG)
+    inc, trans = fold(pd.DataFrame(found), evaluated("slow_run", 45), LIFE, REG, clearings=cleared(found))
     (done,) = inc.to_dict("records")
     assert done["status"] == "resolved" and done["resolved"] == minutes(40)
     assert list(trans["transition"]) == ["opened", "escalated", "resolved"]
+    # the resolution names the evidence that cleared it, in the record and in the transition
+    assert done["resolution"].startswith("cleared at 2026-11-30 00:31:00 on llm: value back under the threshold")
+    assert "value back under the threshold" in trans["reason"].iloc[-1]
 
     # reopen: a finding after the episode ended is a new incident, episode 2, naming the one it reopens
     found += [slow(80, 82, 90)]
-    inc, trans = fold(pd.DataFrame(found), evaluated("slow_run", 95), LIFE, REG)
+    inc, trans = fold(pd.DataFrame(found), evaluated("slow_run", 95), LIFE, REG, clearings=cleared(found))
     assert len(inc) == 2
     old, new = inc.sort_values("onset").to_dict("records")
     assert old["incident_id"] == first["incident_id"] and old["status"] == "resolved"
@@ -159,16 +172,20 @@ def _hang(onset, detected, last):
 
 
 def _store(warehouse, findings: pd.DataFrame, marks: pd.DataFrame):
-    """Write findings and evaluation marks per partition as the checks do (delete the window, insert)."""
+    """Write findings, their clearings and evaluation marks per partition as the checks do (delete the
+    window, insert)."""
     with warehouse.connect() as con:
         for start in sorted(set(findings["partition_start"]) | set(marks["partition_start"])):
             part = findings[findings["partition_start"] == start].drop(columns=["checkpoint", "checkpoint_step"])
             mark = marks[marks["partition_start"] == start]
-            with transaction(con, new_findings=part, new_evaluations=mark):
+            clear = cleared(part.to_dict("records"))
+            with transaction(con, new_findings=part, new_evaluations=mark, new_clearings=clear):
                 if not part.empty:
                     con.execute("DELETE FROM findings WHERE partition_start = $s", {"s": start})
                     con.execute("INSERT INTO findings BY NAME SELECT * REPLACE (evidence::JSON AS evidence, "
                                 "hosts::VARCHAR[] AS hosts, gpus::VARCHAR[] AS gpus) FROM new_findings")
+                    con.execute("DELETE FROM clearings WHERE partition_start = $s", {"s": start})
+                    con.execute("INSERT INTO clearings BY NAME SELECT * REPLACE (evidence::JSON AS evidence) FROM new_clearings")
                 con.execute("DELETE FROM evaluations WHERE partition_start = $s", {"s": start})
                 con.execute("INSERT INTO evaluations BY NAME SELECT *, 0 AS entities, 0 AS flagged FROM new_evaluations")
 
@@ -206,11 +223,12 @@ def test_fold_ignores_the_order_findings_arrive_in():
         finding("straggler", "rank", f"llm/rank-{r}", 10, 12 + r % 3, 30, run_id="llm", rank=r, gpus=[f"node-0:{r}"])
         for r in range(8)]
     marks = pd.concat([evaluated(s, 120) for s in ("slow_run", "straggler")])
-    base_inc, base_trans = fold(pd.DataFrame(found), marks, LIFE, REG)
+    base_inc, base_trans = fold(pd.DataFrame(found), marks, LIFE, REG, clearings=cleared(found))
     for seed in range(3):
         shuffled = found[:]
         random.Random(seed).shuffle(shuffled)
-        inc, trans = fold(pd.DataFrame(shuffled), marks.sample(frac=1, random_state=seed), LIFE, REG)
+        inc, trans = fold(pd.DataFrame(shuffled), marks.sample(frac=1, random_state=seed), LIFE, REG,
+                          clearings=cleared(shuffled).sample(frac=1, random_state=seed))
         pd.testing.assert_frame_equal(base_inc, inc)
         pd.testing.assert_frame_equal(base_trans, trans)
 
@@ -281,9 +299,27 @@ def test_an_incident_at_the_end_of_a_run_resolves_once_later_hours_are_evaluated
         {"signal": "slow_run", "partition_start": T0, "evaluated_until": minutes(58)},
         {"signal": "slow_run", "partition_start": minutes(60), "evaluated_until": pd.NaT},
     ])
-    inc, _ = fold(found, marks, LIFE, REG)
+    # the run left the series at 00:58: its check records that as the clearing
+    gone = cleared(found.to_dict("records"), after_minutes=0)
+    inc, _ = fold(found, marks, LIFE, REG, clearings=gone)
     assert inc.loc[0, "status"] == "open"        # nothing says time has moved past hour 01 yet
     later = pd.concat([marks, pd.DataFrame([{"signal": "thermal", "partition_start": minutes(120),
                                              "evaluated_until": minutes(130)}])])
-    inc, trans = fold(found, later, LIFE, REG)
+    inc, trans = fold(found, later, LIFE, REG, clearings=gone)
     assert inc.loc[0, "status"] == "resolved" and trans["transition"].iloc[-1] == "resolved"
+
+
+def test_clean_windows_without_clearing_evidence_do_not_resolve():
+    """A resolution needs evidence that the fault is over: clean evaluated windows alone (the check saw
+    nothing after the onset left its lookback) leave the incident open; the clearing resolves it."""
+    found = [slow(0, 5, 30)]
+    inc, trans = fold(pd.DataFrame(found), evaluated("slow_run", 120), LIFE, REG)
+    assert inc.loc[0, "status"] == "open" and pd.isna(inc.loc[0, "resolved"]) and inc.loc[0, "resolution"] is None
+    assert list(trans["transition"]) == ["opened", "escalated"]
+    # a clearing from before the episode's last finding is not evidence that it ended
+    early = cleared([slow(0, 5, 20)])
+    inc, _ = fold(pd.DataFrame(found), evaluated("slow_run", 120), LIFE, REG, clearings=early)
+    assert inc.loc[0, "status"] == "open"
+    inc, trans = fold(pd.DataFrame(found), evaluated("slow_run", 120), LIFE, REG, clearings=cleared(found, 3))
+    assert inc.loc[0, "status"] == "resolved" and inc.loc[0, "resolved"] == minutes(40)
+    assert "00:33:00" in inc.loc[0, "resolution"] and trans["transition"].iloc[-1] == "resolved"

@@ -55,3 +55,22 @@ def test_rank_and_gpu_faults_match_the_incidents_that_name_them():
     assert not _entity_matches(run_incident, "rank:llm-b/rank-3")
     assert not _entity_matches(run_incident, "rank:llm-a/rank-4")   # names other ranks
     assert _entity_matches(stuck_run, "rank:llm-a/rank-4")          # the whole run stuck: every rank
+
+
+def test_coverage_is_the_share_of_the_fault_an_incident_was_open():
+    from orchestration.scoring import coverage
+
+    long = pd.DataFrame([{"type": "hang", "entity": "run:llm-a", "onset": T, "end": T + pd.Timedelta("3h"), "magnitude": 1.0}])
+    held = incident("i1", last_seen=T + pd.Timedelta("3h")) | {"resolved": T + pd.Timedelta("3h10min")}
+    assert coverage(long, pd.DataFrame([held]))["coverage"].tolist() == [1.0]
+    still_open = incident("i1", last_seen=T + pd.Timedelta("2h")) | {"resolved": pd.NaT}
+    assert coverage(long, pd.DataFrame([still_open]))["coverage"].tolist() == [1.0]
+    # resolved after an hour while the hang went on, reopened 90 minutes later: half the fault uncovered
+    early = incident("i1", last_seen=T + pd.Timedelta("50min")) | {"resolved": T + pd.Timedelta("1h")}
+    later = incident("i2", onset=T + pd.Timedelta("2h30min"), opened=T + pd.Timedelta("2h35min"),
+                     last_seen=T + pd.Timedelta("3h")) | {"resolved": T + pd.Timedelta("3h10min")}
+    (row,) = coverage(long, pd.DataFrame([early, later])).to_dict("records")
+    assert row["coverage"] == 0.5 and row["incidents"] == 2
+    table = score(long, pd.DataFrame([early, later])).set_index("fault_type")
+    assert table.loc["hang", "coverage_mean"] == 0.5 and table.loc["hang", "recall"] == 1.0
+    assert coverage(long, pd.DataFrame([incident("i3", entity="llm-b")]))["coverage"].tolist() == [0.0]

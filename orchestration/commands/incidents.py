@@ -69,6 +69,7 @@ def cmd_show(args) -> int:
     print(f"  tier: {inc.tier_reason}")
     print(f"  onset {inc.onset}  opened {inc.opened}  last seen {inc.last_seen}  resolved {_or(inc.resolved, '-')}")
     print(f"  GPU-hours at risk {inc.gpu_hours_at_risk:.2f}  findings {inc.findings}")
+    print(f"  resolution: {_or(inc.get('resolution'), 'open: no evidence yet that the fault is over')}")
     print("\nLineage")
     print(f"  {inc.entity_type} {inc.entity_id}" + ("" if inc.entity_type == "run" else f"   run {_or(inc.run_id, '-')}"))
     ranks = list(inc.ranks) if inc.ranks is not None else []

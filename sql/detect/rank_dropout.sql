@@ -2,17 +2,34 @@
 -- $lookback_minutes before the partition to $end (`in_window` marks the partition's minutes):
 -- when the rank and the run last completed a step, the run's step interval, whether the rank's
 -- GPU is still held by the run (and how many GPUs the run holds), and the GPU's last XID.
+-- A rank silent for longer than the lookback is still one of its run's ranks, with its true last
+-- step: the run's ranks and their last steps before the lookback come from its history since its
+-- latest (re)start (a restart may change the world size).
 WITH rm AS (
     SELECT run_id, rank, host, gpu_index, minute, last_step_time, step_seconds
     FROM rank_minutes
     WHERE minute >= $start - to_minutes(CAST($lookback_minutes AS INTEGER)) AND minute < $end
-), ranks AS (
-    SELECT run_id, rank, arg_max(host, minute) AS host, arg_max(gpu_index, minute) AS gpu_index
-    FROM rm GROUP BY run_id, rank
 ), gm AS (
     SELECT host, gpu_index, minute, run_id, samples, utilization_ratio, last_xid
     FROM gpu_minutes
     WHERE minute >= $start - to_minutes(CAST($lookback_minutes AS INTEGER)) AND minute < $end
+), runs_now AS (
+    SELECT DISTINCT run_id FROM gm WHERE run_id IS NOT NULL
+    UNION
+    SELECT DISTINCT run_id FROM rm
+), started AS (
+    SELECT run_id, max(time) AS started
+    FROM lineage_events SEMI JOIN runs_now USING (run_id)
+    WHERE event = 'run_started' AND time < $end
+    GROUP BY run_id
+), ranks AS (
+    SELECT r.run_id, r.rank, arg_max(r.host, r.minute) AS host, arg_max(r.gpu_index, r.minute) AS gpu_index,
+           max(r.last_step_time) FILTER (WHERE r.minute < $start - to_minutes(CAST($lookback_minutes AS INTEGER)))
+               AS earlier_step_time
+    FROM rank_minutes r SEMI JOIN runs_now USING (run_id)
+    LEFT JOIN started s ON s.run_id = r.run_id
+    WHERE r.minute < $end AND r.minute >= coalesce(s.started, TIMESTAMP '-infinity') - INTERVAL 1 MINUTE
+    GROUP BY r.run_id, r.rank
 ), held AS (
     SELECT run_id, minute, count(*) AS gpus_held
     FROM gm WHERE run_id IN (SELECT run_id FROM ranks)
@@ -28,13 +45,15 @@ WITH rm AS (
 ), xids AS (
     SELECT host, gpu_index, minute, last_xid FROM gm WHERE last_xid IS NOT NULL
 ), grid AS (
-    SELECT k.run_id, k.rank, k.host, k.gpu_index, a.minute
+    SELECT k.run_id, k.rank, k.host, k.gpu_index, a.minute, k.earlier_step_time,
+           max(k.earlier_step_time) OVER (PARTITION BY k.run_id) AS run_earlier_step_time
     FROM ranks k JOIN active a USING (run_id)
 )
 SELECT g.run_id, g.rank, g.run_id || '/rank-' || g.rank AS entity_id, g.host, g.gpu_index, g.minute,
        g.minute + INTERVAL 1 MINUTE AS tick,
        g.minute + INTERVAL 1 MINUTE > $start AS in_window,
-       ls.last_step_time, rl.run_last_step_time, i.step_interval_seconds,
+       coalesce(ls.last_step_time, g.earlier_step_time) AS last_step_time,
+       coalesce(rl.run_last_step_time, g.run_earlier_step_time) AS run_last_step_time, i.step_interval_seconds,
        coalesce(h.gpus_held, 0) AS gpus_held,
        coalesce(gpu.run_id = g.run_id, false) AS gpu_held,
        gpu.run_id AS gpu_run_id, gpu.samples AS gpu_samples, gpu.utilization_ratio AS gpu_utilization,

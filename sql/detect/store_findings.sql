@@ -1,4 +1,4 @@
--- Replace one signal's findings and evaluation mark for one partition (inside the caller's transaction).
+-- Replace one signal's findings, clearings and evaluation mark for one partition (inside the caller's transaction).
 DELETE FROM findings WHERE signal = $signal AND partition_start = $start;
 INSERT INTO findings BY NAME
 SELECT signal, entity_type, entity_id::VARCHAR AS entity_id, partition_start, onset, detected_at, last_seen,
@@ -7,5 +7,9 @@ SELECT signal, entity_type, entity_id::VARCHAR AS entity_id, partition_start, on
        endpoint::VARCHAR AS endpoint, model_version::VARCHAR AS model_version,
        checkpoint::VARCHAR AS checkpoint, triage_class::VARCHAR AS triage_class
 FROM new_findings;
+DELETE FROM clearings WHERE signal = $signal AND partition_start = $start;
+INSERT INTO clearings BY NAME
+SELECT signal, entity_type, entity_id::VARCHAR AS entity_id, partition_start, last_seen, cleared_at, evidence::JSON AS evidence
+FROM new_clearings;
 DELETE FROM evaluations WHERE signal = $signal AND partition_start = $start;
 INSERT INTO evaluations BY NAME SELECT * FROM new_evaluations;

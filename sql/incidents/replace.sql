@@ -9,7 +9,7 @@ SELECT incident_id, signal, family, tier, status, title, onset, opened, last_see
        triage_class::VARCHAR AS triage_class, correlation_id::VARCHAR AS correlation_id, findings,
        default_tier::VARCHAR AS default_tier, tier_reason::VARCHAR AS tier_reason, escalated_at::TIMESTAMP AS escalated_at,
        episode::INTEGER AS episode, previous_incident_id::VARCHAR AS previous_incident_id,
-       ranks::INTEGER[] AS ranks, members::VARCHAR[] AS members
+       ranks::INTEGER[] AS ranks, members::VARCHAR[] AS members, resolution::VARCHAR AS resolution
 FROM new_incidents ORDER BY opened, incident_id;
 DELETE FROM incident_transitions;
 INSERT INTO incident_transitions BY NAME

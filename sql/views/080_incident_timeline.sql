@@ -1,5 +1,6 @@
 -- incident_timeline: one row per thing that happened around an incident, in time order: the
--- incident's own milestones (onset, opened, each finding, last seen, resolved) and its run's
+-- incident's own milestones (onset, opened, each finding, last seen, resolved with the evidence
+-- that cleared it) and its run's
 -- lineage (the run's start, the checkpoint it can resume from and later ones, restarts, the end).
 CREATE OR REPLACE VIEW incident_timeline AS
 WITH milestones AS (
@@ -9,7 +10,7 @@ WITH milestones AS (
     UNION ALL
     SELECT incident_id, last_seen, 'last_seen', 'last flagged; ' || round(gpu_hours_at_risk, 2) || ' GPU-h at risk' FROM incidents
     UNION ALL
-    SELECT incident_id, resolved, 'resolved', 'clean since last seen' FROM incidents WHERE resolved IS NOT NULL
+    SELECT incident_id, resolved, 'resolved', coalesce(resolution, 'clean since last seen') FROM incidents WHERE resolved IS NOT NULL
 ),
 found AS (
     SELECT i.incident_id, f.detected_at AS time, 'finding' AS kind,
