@@ -157,7 +157,7 @@ REGISTRY.register(Signal(
         "bridge_minutes": 6.0,
         "lookback_minutes": 180.0,
     },
-    fault_types=("step_time_regression",),
+    fault_types=("step_time_regression", "mfu_regression"),  # a kernel regression slows the run's own compute
     clearing=c.step_time_back,
 ))
 
