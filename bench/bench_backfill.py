@@ -178,7 +178,7 @@ def _compare(args, path: Path, scenario, home: Path) -> int:
                                        "(SELECT count(*) FROM incidents)").fetchone()
         rows.append({"way": name, "hours": hours, "wall s": f"{m['wall_s']:.0f}", "CPU s": f"{m['cpu_s']:.0f}",
                      "hours per minute": f"{hours / (m['wall_s'] / 60):.2f}",
-                     "CPU s per hour": f"{m['cpu_s'] / hours:.0f}", "peak RSS MiB": f"{m['peak_rss_mib']:,.0f}",
+                     "CPU s per hour": f"{m['cpu_s'] / hours:.0f}", "peak RSS MiB (largest child so far)": f"{m['peak_rss_mib']:,.0f}",
                      "rows (steps, GPU samples, incidents)": ", ".join(f"{n:,}" for n in counts[name]), **{"_m": m}})
     ratio = rows[1]["_m"]["wall_s"] / rows[0]["_m"]["wall_s"]
     print(f"# goodput backfill vs the demo loop, {path.name} ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})\n")

@@ -60,6 +60,7 @@ class Parsed:
     records: list[dict]
     rejects: list[dict]
     report: FileReport
+    outcomes: list[dict] = field(default_factory=list)   # predictions: late outcomes, another raw source
 
 
 def finish(path: Path, records: list[dict], rejects: list[dict], notes: list[str] | None = None) -> Parsed:

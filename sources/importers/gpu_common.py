@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from sources.importers.common import ImportErrorForUser, Parsed, digest, finish, inputs, write_all
+from sources.importers.common import Parsed, digest, inputs, write_all
 
 # clocks_event_reasons bits (NVML nvmlClocksEventReason*; `nvidia-smi -q` names them in words)
 THROTTLE_BITS = {
@@ -58,5 +58,3 @@ def import_gpu_logs(paths, raw_root, kind: str, parse, pattern: str = "*", **opt
         parsed.append((f"{host_for(path, options.get('host'))}.{kind}-{digest(path)}", result))
     return write_all(raw_root, "gpu_samples", parsed)
 
-
-__all__ = ["ImportErrorForUser", "THROTTLE_BITS", "finish", "host_for", "import_gpu_logs", "sample"]

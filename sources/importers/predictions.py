@@ -62,8 +62,7 @@ def parse_predictions(path: Path, endpoint: str | None) -> Parsed:
     if rows and not predictions and not outcomes and all(raw is not None for _, _, raw in rows):
         raise ImportErrorForUser(f"{path}: not a prediction log (no line of it is JSON); pass JSONL or Parquet prediction logs")
     parsed = finish(path, predictions + outcomes, rejects)
-    parsed.records = predictions
-    parsed.outcomes = outcomes  # type: ignore[attr-defined]
+    parsed.records, parsed.outcomes = predictions, outcomes
     return parsed
 
 
@@ -74,7 +73,7 @@ def import_predictions(paths, raw_root, endpoint: str | None = None) -> dict:
         raise ImportErrorForUser(f"{', '.join(map(str, files[:3]))}: not a prediction log; expected {', '.join(SUFFIXES)} files")
     parsed = [(f"import-{digest(p)}", parse_predictions(p, endpoint)) for p in chosen]
     result = write_all(raw_root, "predictions", parsed)
-    outcomes = [(name, Parsed(p.outcomes, [], p.report)) for name, p in parsed]  # type: ignore[attr-defined]
+    outcomes = [(name, Parsed(p.outcomes, [], p.report)) for name, p in parsed]
     more = write_all(raw_root, "prediction_outcomes", outcomes)
     result["files"] += more["files"]
     result["records"] += more["records"]
