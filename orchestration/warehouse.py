@@ -37,11 +37,13 @@ from orchestration.sql import SQL_ROOT
 
 __all__ = ["POOL", "WarehouseResource", "WarehouseBusy", "WarehouseLocked", "WarehouseMissing", "WarehouseDamaged"]
 
-ANALYST_CONFIG = {"enable_external_access": False, "lock_configuration": True}
+ANALYST_CONFIG = {"enable_external_access": False}   # then, once the session is set up: lock_configuration
 
 
 class WarehouseBusy(RuntimeError):
-    """Another process holds the warehouse's write lock; try again later."""
+    """Another process holds the warehouse's write lock; try again later. `holder` says who, as the OS tells it."""
+
+    holder: str = "another process"
 
 
 class WarehouseLocked(dg.RetryRequested, WarehouseBusy):
@@ -73,7 +75,7 @@ def lock_holder(error: Exception) -> str:
         return "another process (the OS did not say which)"
     pid = found.group(1)
     try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        command = " ".join(Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").replace("\0", " ").split())
     except OSError:
         command = ""
     return f"PID {pid} ({command[:160]})" if command else f"PID {pid}"
@@ -202,6 +204,8 @@ class WarehouseResource(dg.ConfigurableResource):
                          ANALYST_CONFIG if analyst else None, self if in_step else None)
         try:
             con.execute("SET TimeZone = 'UTC'")
+            if analyst:   # from here on no setting changes, external access above all
+                con.execute("SET lock_configuration = true")
             if not read_only:
                 marker = marker_path(path)
                 if not marker.exists():
@@ -247,6 +251,8 @@ class WarehouseResource(dg.ConfigurableResource):
                             f"{path} is locked by {holder}; the step waits without the `{POOL}` pool slot and "
                             f"retries in {retry.lock_retry_seconds:g}s (up to {retry.lock_retries} times)",
                             max_retries=retry.lock_retries, seconds_to_wait=retry.lock_retry_seconds) from error
-                    raise WarehouseBusy(f"{path} is locked by {holder}; try again shortly") from error
+                    busy = WarehouseBusy(f"{path} is locked by {holder}; try again shortly")
+                    busy.holder = holder
+                    raise busy from error
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)

@@ -4,7 +4,8 @@ an exact moment the run reaches, so that the test can SIGKILL it there (or chang
 A moment is a point the run itself reaches, never a wall-clock delay racing it:
 - `after_events=N`: just after the run's N-th event is stored in the Dagster event log;
 - `before_commit=K`: inside the K-th warehouse transaction, its writes done and not yet committed;
-- `when=predicate(entry)`: just after the first stored event the predicate accepts.
+- `when=predicate(entry)`: just after the first stored event the predicate accepts;
+- `at_retry_wait=True`: when the run first waits for a step's retry (the step has given its pool slot back).
 The child stops itself there (SIGSTOP); the parent sees it stopped (`waitpid(WUNTRACED)`), so the child
 is frozen exactly at that point when the parent acts. The child is forked from the test process, which
 has imported Dagster and Goodput already: a kill costs the run, not the imports.
@@ -63,8 +64,9 @@ def _stop_here() -> None:
 
 
 def _install_moments(after_events: int | None, before_commit: int | None,
-                     when: Callable[[dg.EventLogEntry], bool] | None, counts: dict) -> None:
+                     when: Callable[[dg.EventLogEntry], bool] | None, at_retry_wait: bool, counts: dict) -> None:
     """In the child: count events and transactions; stop at the chosen moment."""
+    from dagster._core.execution.plan.active import ActiveExecution
     from dagster._core.instance import DagsterInstance
 
     import orchestration.warehouse as warehouse
@@ -80,6 +82,17 @@ def _install_moments(after_events: int | None, before_commit: int | None,
         return result
 
     DagsterInstance.handle_new_event = handle_new_event
+
+    if at_retry_wait:
+        sleep = ActiveExecution.sleep_til_ready
+
+        def sleep_til_ready(self):
+            if not counts.get("waited"):
+                counts["waited"] = True
+                _stop_here()
+            return sleep(self)
+
+        ActiveExecution.sleep_til_ready = sleep_til_ready
 
     original = warehouse.transaction
 
@@ -98,7 +111,7 @@ def _install_moments(after_events: int | None, before_commit: int | None,
 
 def fork_run(home: Path, run: Callable[[dg.DagsterInstance], bool], *, after_events: int | None = None,
              before_commit: int | None = None, when: Callable[[dg.EventLogEntry], bool] | None = None,
-             counts_file: Path | None = None) -> Child:
+             at_retry_wait: bool = False, counts_file: Path | None = None) -> Child:
     """Fork a child that runs `run(instance)` on `home`'s instance, stopping at the moment asked for."""
     pid = os.fork()
     if pid == 0:   # the child: never returns into pytest
@@ -107,7 +120,7 @@ def fork_run(home: Path, run: Callable[[dg.DagsterInstance], bool], *, after_eve
             os.environ["GOODPUT_HOME"] = str(home)
             os.environ["DAGSTER_HOME"] = str(home / "dagster")
             counts = {"events": 0, "commits": 0}
-            _install_moments(after_events, before_commit, when, counts)
+            _install_moments(after_events, before_commit, when, at_retry_wait, counts)
             with dg.DagsterInstance.get() as instance:
                 code = 0 if run(instance) else 1
             if counts_file is not None:
@@ -171,3 +184,45 @@ def differences(a: dict[str, list[tuple]], b: dict[str, list[tuple]]) -> list[st
         if a.get(name) != b.get(name):
             out.append(f"{name}: {len(a.get(name) or [])} vs {len(b.get(name) or [])} rows")
     return out
+
+
+def materialize(home: Path, assets: list[str], partition: str, **warehouse_config) -> Callable[[dg.DagsterInstance], bool]:
+    """Some assets of `home`'s definitions materialized for one hour (a run with one writing step each),
+    with the warehouse resource configured by `warehouse_config` (lock waits, say)."""
+    def run(instance: dg.DagsterInstance) -> bool:
+        return materialize_now(home, assets, partition, instance, **warehouse_config).success
+    return run
+
+
+def materialize_now(home: Path, assets: list[str], partition: str, instance: dg.DagsterInstance | None = None,
+                    **warehouse_config) -> dg.ExecuteInProcessResult:
+    from orchestration.definitions import build_definitions, resources_for
+    from orchestration.home import warehouse_path
+    from orchestration.warehouse import WarehouseResource
+
+    keys = {dg.AssetKey(a) for a in assets}
+    specs = [a for a in build_definitions(home).assets if keys & set(getattr(a, "keys", ()))]
+    resources = {**resources_for(home), "warehouse": WarehouseResource(path=str(warehouse_path(home)), **warehouse_config)}
+    return dg.materialize(specs, partition_key=partition, instance=instance, resources=resources,
+                          selection=list(keys), raise_on_error=False)
+
+
+def step_messages(instance: dg.DagsterInstance, run_id: str, event_type: str) -> list[str]:
+    """The error messages (with their causes) of a run's events of one type (STEP_FAILURE, STEP_UP_FOR_RETRY...)."""
+    out = []
+    for entry in instance.all_logs(run_id):
+        event = entry.dagster_event
+        if event is None or event.event_type_value != event_type:
+            continue
+        error = getattr(event.event_specific_data, "error", None)
+        text = []
+        while error is not None:
+            text.append(error.message)
+            error = error.cause
+        out.append(" | ".join(text))
+    return out
+
+
+def only_run(instance: dg.DagsterInstance, status=None) -> str:
+    records = instance.get_run_records(dg.RunsFilter(statuses=[status]) if status else None)
+    return records[0].dagster_run.run_id
