@@ -8,9 +8,10 @@ run and every later run waits on it without an error. Two things free it:
   the home's dagster.yaml frees the slots of a run some seconds after the run is marked finished
   (the run worker that dies under the daemon is marked FAILURE by run monitoring).
 - Goodput's own check, `free_dead_run_slots`, at the start of every run (the warehouse resource's
-  set-up) and in the staleness sensor: a slot claimed by a run that has finished, or whose process
-  is gone (a run executed in a process of its own, which nobody marks failed), is freed, and a
-  dead run still marked as running is marked FAILURE. Each freed slot is one log line.
+  set-up) and in the staleness sensor: a slot claimed by a run that has finished, or whose
+  orchestrating process (the one that stored its RUN_START) is gone (a run executed in a process of
+  its own, which nobody marks failed), is freed, and a dead run still marked as running is marked
+  FAILURE. Each freed slot is one log line.
 
 Whether a process is alive is asked of this machine's /proc only for an instance whose storage is a
 local SQLite file (the embedded default: every run of that instance runs on this machine); on a
@@ -83,17 +84,13 @@ def _local_storage(instance: dg.DagsterInstance) -> bool:
     return isinstance(instance.run_storage, SqliteRunStorage)
 
 
-def _holder_process(instance: dg.DagsterInstance, run_id: str, step_key: str | None) -> tuple[int, float] | None:
-    """(pid, time) of the newest event of the step holding the slot (else of the run) that names a process."""
-    newest = newest_step = None
-    for entry in instance.all_logs(run_id):
-        event = entry.dagster_event
-        if event is None or not event.pid:
-            continue
-        newest = (event.pid, entry.timestamp)
-        if step_key and event.step_key == step_key:
-            newest_step = newest
-    return newest_step or newest
+def _run_process(instance: dg.DagsterInstance, run_id: str) -> tuple[int, float] | None:
+    """(pid, time) of the process orchestrating the run: the one that stored its newest RUN_START (or
+    RUN_RESUMED). That process claims the slots and frees them (a step subprocess of the multiprocess
+    executor that dies is reported by it), so the slots die with it, not with a step's process."""
+    entries = instance.all_logs(run_id, of_type={dg.DagsterEventType.RUN_START, dg.DagsterEventType.RUN_RESUMED})
+    started = [(e.dagster_event.pid, e.timestamp) for e in entries if e.dagster_event is not None and e.dagster_event.pid]
+    return started[-1] if started else None
 
 
 def free_dead_run_slots(instance: dg.DagsterInstance | None, pool: str = POOL) -> list[FreedSlot]:
@@ -115,7 +112,7 @@ def free_dead_run_slots(instance: dg.DagsterInstance | None, pool: str = POOL) -
         elif not local:
             continue
         else:
-            process = _holder_process(instance, run_id, step_key)
+            process = _run_process(instance, run_id)
             if process is None or process_alive(*process):
                 continue
             reason = f"its process {process[0]} is gone (killed?); the run is marked failed"

@@ -2,7 +2,8 @@
 
 evidently sums a categorical column's shares in the order of a Python set of the category strings,
 and string hashes differ per process (PYTHONHASHSEED): the raw scores of one hour differ in the last
-bits between runs (seeds 1 and 2: 0.17099169870499 vs 0.17099169870499004). drift_scores keeps them to 10 significant digits (assets/drift.py `stable`)."""
+bits between runs (seeds 1 and 2: 0.17099169870499 vs 0.17099169870499004). drift_scores keeps them
+to 10 significant digits (assets/drift.py `stable`)."""
 
 import json
 import os
