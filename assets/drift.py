@@ -139,10 +139,20 @@ def evidently_drift(current: pd.DataFrame, reference: pd.DataFrame, config: Drif
         if not cfg.get("type", "").endswith("ValueDrift"):
             continue
         column, method, threshold, score = cfg["column"], cfg["method"], float(cfg["threshold"]), metric["value"]
-        score = None if score is None else float(score)
+        score = None if score is None else stable(float(score))
         rows.append({"column_name": column, "column_type": types[column], "method": method, "score": score,
                      "threshold": threshold, "drifted": None if score is None else is_drifted(method, score, threshold)})
     return pd.DataFrame(rows), snapshot
+
+
+def stable(value: float | None, digits: int = 10) -> float | None:
+    """`value` to `digits` significant digits. Evidently sums a categorical column's shares in the order
+    of a Python set of the category strings, which hash differently in every process: two runs of one
+    hour differ in the last bits. Scores and means are kept to 10 digits (far finer than any threshold
+    or the sampling noise), so a re-run leaves identical tables."""
+    if value is None or not math.isfinite(value):
+        return value
+    return float(f"{value:.{digits}g}")
 
 
 def is_drifted(method: str, score: float, threshold: float) -> bool:
@@ -166,7 +176,8 @@ def drift_window(con: duckdb.DuckDBPyConnection, w: Window, hour: datetime, conf
     means = sql.frame(con, "quality/column_means", {
         "endpoint": w.endpoint, "version": w.model_version, "current_start": w.current_start, "current_end": w.current_end,
         "reference_start": w.reference_start, "reference_end": w.reference_end, "reference_version": w.reference_version})
-    mean = {(r.side, r.column_name): r.mean for r in means.itertuples()}
+    # DuckDB's parallel AVG may add in any order: kept to 10 digits as the scores are
+    mean = {(r.side, r.column_name): stable(None if pd.isna(r.mean) else float(r.mean)) for r in means.itertuples()}
     report_path = None
     if reports is not None:
         relative = Path("reports", "drift", _safe(w.endpoint), _safe(w.model_version), f"{hour:%Y-%m-%dT%H}.html")

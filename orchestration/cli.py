@@ -59,12 +59,18 @@ def _reset_demo_home(home: Path) -> None:
     marker = home / DEMO_MARKER
     if home.exists() and any(home.iterdir()) and not marker.exists():
         raise CliError(f"{home} holds data that the demo did not write; pass --home to an empty folder")
-    for name in ("raw", "alerts", "reports", "checkpoints", "ground_truth.jsonl", "warehouse.duckdb", "warehouse.duckdb.wal"):
+    from orchestration.home import warehouse_path
+    from orchestration.warehouse import remove_warehouse
+
+    for name in ("raw", "alerts", "reports", "checkpoints", "ground_truth.jsonl"):
         target = home / name
         if target.is_dir():
             shutil.rmtree(target)
         elif target.exists():
             target.unlink()
+    if warehouse_path(home).is_dir():
+        shutil.rmtree(warehouse_path(home))
+    remove_warehouse(warehouse_path(home))   # the demo's own warehouse, its WAL and its marker
     home.mkdir(parents=True, exist_ok=True)
     marker.write_text("This folder is a Goodput demo home; `goodput demo` may reset it.\n")
 
@@ -76,11 +82,12 @@ def run_pipeline(home: Path, start, end, progress=_say, keys: list[str] | None =
     import dagster as dg
 
     from orchestration.definitions import build_definitions, resources_for
+    from orchestration.instance import open_instance
     from orchestration.partitions import hour_keys
     from orchestration.sensors import incident_alerts
 
     defs = build_definitions(home)
-    instance = dg.DagsterInstance.get()
+    instance = open_instance()   # a damaged instance database: one line
     detect = defs.resolve_job_def("detect")
     keys = sorted(keys) if keys else hour_keys(start, end)
     with Ticker(total=len(keys)) as ticker:  # on a terminal: a live line with the time left
@@ -257,11 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from orchestration.warehouse import WarehouseBusy, WarehouseMissing
+    from orchestration.instance import InstanceDamaged
+    from orchestration.warehouse import WarehouseBusy, WarehouseDamaged, WarehouseMissing
 
     try:
         return args.func(args)
-    except (CliError, WarehouseBusy, WarehouseMissing, FileNotFoundError) as error:
+    except (CliError, WarehouseBusy, WarehouseMissing, WarehouseDamaged, InstanceDamaged, FileNotFoundError) as error:
         print(f"goodput: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

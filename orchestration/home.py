@@ -20,6 +20,14 @@ DAGSTER_YAML = """\
 concurrency:
   pools:
     default_limit: 1
+# A run killed while it holds the slot (SIGKILL, OOM) must not keep it: the daemon marks dead run
+# workers failed and frees a finished run's slots; every Goodput run also frees dead runs' slots
+# at start-up (orchestration/instance.py).
+run_monitoring:
+  enabled: true
+  start_timeout_seconds: 180
+  poll_interval_seconds: 30
+  free_slots_after_run_end_seconds: 30
 telemetry:
   enabled: false
 """

@@ -233,7 +233,8 @@ def staleness(now: float, last: float | None, since: float, after_seconds: float
 def goodput_staleness(context: dg.SensorEvaluationContext, warehouse: WarehouseResource, alerting: AlertingResource,
                       raw_zone: RawZoneResource):
     """Alert when no detect run has succeeded, or no raw data has arrived, for the configured time
-    (and resolve when it is fresh again). On by default, like the detect schedule."""
+    (and resolve when it is fresh again). On by default, like the detect schedule. Its warehouse
+    resource's set-up frees the pool slots of dead runs each tick (orchestration/instance.py)."""
     now = utcnow()
     state = json.loads(context.cursor) if context.cursor else {"since": now, "open": {}}
     monitor = alerting.config().monitor

@@ -5,6 +5,18 @@ DuckDB allows one writing process per file. Writers (assets and checks) share th
 read-only and treat a held lock as "try later" (`WarehouseBusy`), never as a crash.
 The schema is owned by the numbered migrations in `sql/migrations/`, applied on first write; the
 analyst views in `sql/views/` are (re)created after them.
+
+Reliability (docs/reliability.md):
+- A lock held by another process (an analyst's session) is waited for without holding the pool
+  slot: a step's writer waits `lock_wait_seconds`, then asks Dagster to retry the step
+  (`WarehouseLocked`, a `dg.RetryRequested`), which frees the slot until the next try; the message
+  names the holder (DuckDB's lock error gives its PID, /proc its command line).
+- The home remembers that it had a warehouse (a marker beside the file, written when the file is
+  first seen): a writer never silently creates an empty warehouse where one was expected, and a
+  damaged file (a directory, zero bytes, a foreign header) is one line naming it and the way out.
+- Analyst connections (`analyst=True`) cannot touch the file system: external access disabled and
+  the configuration locked (no COPY ... TO, read_csv of other files, INSTALL, ATTACH).
+- Every run's set-up frees the pool slots of dead runs (orchestration/instance.py).
 """
 
 from __future__ import annotations
@@ -12,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,22 +32,65 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
+from orchestration.instance import POOL, free_dead_run_slots
 from orchestration.sql import SQL_ROOT
 
-POOL = "warehouse"
+__all__ = ["POOL", "WarehouseResource", "WarehouseBusy", "WarehouseLocked", "WarehouseMissing", "WarehouseDamaged"]
+
+ANALYST_CONFIG = {"enable_external_access": False}   # then, once the session is set up: lock_configuration
 
 
 class WarehouseBusy(RuntimeError):
-    """Another process holds the warehouse's write lock; try again later."""
+    """Another process holds the warehouse's write lock; try again later. `holder` says who, as the OS tells it."""
+
+    holder: str = "another process"
+
+
+class WarehouseLocked(dg.RetryRequested, WarehouseBusy):
+    """A step's writer found the file locked: Dagster retries the step later, with the pool slot freed
+    meanwhile (code outside a step catches it as `WarehouseBusy`)."""
+
+    def __init__(self, message: str, max_retries: int, seconds_to_wait: float):
+        dg.RetryRequested.__init__(self, max_retries=max_retries, seconds_to_wait=seconds_to_wait)
+        self.args = (message,)
 
 
 class WarehouseMissing(RuntimeError):
     """The warehouse file does not exist yet (nothing has been ingested)."""
 
 
+class WarehouseDamaged(RuntimeError):
+    """The warehouse file is not a readable DuckDB database, or is gone where the home had one."""
+
+
 def _is_lock_error(error: Exception) -> bool:
     text = str(error).lower()
     return "lock" in text and ("conflicting" in text or "could not set" in text)
+
+
+def lock_holder(error: Exception) -> str:
+    """Who holds the lock, as the OS tells it: DuckDB's lock error names the PID; /proc its command."""
+    found = re.search(r"\(PID (\d+)\)", str(error))
+    if not found:
+        return "another process (the OS did not say which)"
+    pid = found.group(1)
+    try:
+        command = " ".join(Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").replace("\0", " ").split())
+    except OSError:
+        command = ""
+    return f"PID {pid} ({command[:160]})" if command else f"PID {pid}"
+
+
+def marker_path(path: Path) -> Path:
+    """The home's note that it has a warehouse at `path` (hidden, beside it; not matched by `warehouse.duckdb*`)."""
+    return path.with_name(f".{path.name}.created")
+
+
+def remove_warehouse(path: Path) -> None:
+    """Delete the warehouse on purpose (a demo reset, a benchmark from empty): the file, its WAL and the
+    marker, so that the next writer starts an empty one."""
+    for target in (path, path.with_name(path.name + ".wal"), marker_path(path)):
+        target.unlink(missing_ok=True)
 
 
 def migrations() -> list[tuple[int, str, str]]:
@@ -120,19 +176,46 @@ class WarehouseResource(dg.ConfigurableResource):
     """The DuckDB warehouse file. `connect()` for writers, `connect(read_only=True)` for readers."""
 
     path: str
-    lock_wait_seconds: float = 120.0
+    lock_wait_seconds: float = 5.0
+    """A step's writer waits this long for a lock held by another process, holding the pool slot."""
+    lock_retry_seconds: float = 30.0
+    """...then Dagster retries the step after this many seconds, with the slot freed meanwhile."""
+    lock_retries: int = 60
+    """Tries before the step fails (60 x 30 s: half an hour of an analyst's session)."""
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        # Start-up check: a run killed while it held the pool slot must not block this one.
+        log = context.log or logging.getLogger(__name__)
+        try:
+            freed = free_dead_run_slots(context.instance)
+        except Exception as error:   # an auxiliary check: never the reason a run fails
+            log.warning(f"could not check the `{POOL}` pool for dead runs' slots: {' '.join(str(error).split())[:200]}")
+            return
+        for slot in freed:
+            log.warning(slot.line())
 
     @contextlib.contextmanager
-    def connect(self, read_only: bool = False, wait_seconds: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    def connect(self, read_only: bool = False, wait_seconds: float | None = None,
+                analyst: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection: read-write (migrated), or `read_only`; `analyst` connections (read-only) have no
+        file-system access. A writer in a step (no `wait_seconds`) that finds the file locked raises
+        `WarehouseLocked` (Dagster retries the step); otherwise a held lock is `WarehouseBusy`."""
         path = Path(self.path)
-        if read_only and not path.exists():
-            raise WarehouseMissing(f"no warehouse at {path}: run `goodput demo` or materialize the ingest assets first")
+        read_only = read_only or analyst
+        self._check_file(path, read_only)
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
-        con = self._open(path, read_only, self.lock_wait_seconds if wait_seconds is None else wait_seconds)
+        in_step = not read_only and wait_seconds is None
+        con = self._open(path, read_only, self.lock_wait_seconds if wait_seconds is None else wait_seconds,
+                         ANALYST_CONFIG if analyst else None, self if in_step else None)
         try:
             con.execute("SET TimeZone = 'UTC'")
+            if analyst:   # from here on no setting changes, external access above all
+                con.execute("SET lock_configuration = true")
             if not read_only:
+                marker = marker_path(path)
+                if not marker.exists():
+                    marker.write_text(f"{path}\nThis home has a warehouse; Goodput will not create an empty one here.\n")
                 applied = migrate(con)
                 create_views(con, force=bool(applied))
             yield con
@@ -140,18 +223,42 @@ class WarehouseResource(dg.ConfigurableResource):
             con.close()
 
     @staticmethod
-    def _open(path: Path, read_only: bool, wait_seconds: float) -> duckdb.DuckDBPyConnection:
+    def _check_file(path: Path, read_only: bool) -> None:
+        if path.is_dir():
+            raise WarehouseDamaged(f"{path} is a directory, not a DuckDB warehouse: move it aside "
+                                   "(the next run creates a new warehouse; re-run its hours from the raw zone)")
+        if path.exists():
+            return
+        if read_only:
+            raise WarehouseMissing(f"no warehouse at {path}: run `goodput demo` or materialize the ingest assets first")
+        if marker_path(path).exists():
+            raise WarehouseDamaged(
+                f"{path} is gone, but this home had a warehouse there: restore it from a backup; or, to start an "
+                f"empty one and re-run its hours from the raw zone, delete {marker_path(path)}")
+
+    @staticmethod
+    def _open(path: Path, read_only: bool, wait_seconds: float, config: dict | None,
+              retry: WarehouseResource | None) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + wait_seconds
         delay = 0.05
         while True:
             try:
-                return duckdb.connect(str(path), read_only=read_only)
+                return duckdb.connect(str(path), read_only=read_only, config=config or {})
             except duckdb.IOException as error:
                 if not _is_lock_error(error):
-                    raise
+                    raise WarehouseDamaged(
+                        f"{path} is not a readable DuckDB warehouse ({' '.join(str(error).split())[:160]}): restore it "
+                        "from a backup, or move it aside and delete "
+                        f"{marker_path(path)}, then re-run its hours from the raw zone") from None
                 if time.monotonic() >= deadline:
-                    raise WarehouseBusy(
-                        f"{path} is locked by another process (a Goodput run is writing); try again shortly"
-                    ) from error
+                    holder = lock_holder(error)
+                    if retry is not None:
+                        raise WarehouseLocked(
+                            f"{path} is locked by {holder}; the step waits without the `{POOL}` pool slot and "
+                            f"retries in {retry.lock_retry_seconds:g}s (up to {retry.lock_retries} times)",
+                            max_retries=retry.lock_retries, seconds_to_wait=retry.lock_retry_seconds) from error
+                    busy = WarehouseBusy(f"{path} is locked by {holder}; try again shortly")
+                    busy.holder = holder
+                    raise busy from error
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)

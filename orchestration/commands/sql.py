@@ -4,6 +4,8 @@ The connection is read-only and lives for one query, so the scheduled runs wait 
 long. DuckDB lets one process write a file and no other process open it meanwhile: while a run holds
 the write lock this command waits politely (retrying with backoff) up to `--timeout` seconds, then
 gives up with one line. Output is a readable table, or `--csv` / `--json` for other tools.
+The connection is an analyst's (`connect(analyst=True)`): DuckDB's external access is off and its
+configuration locked, so a query cannot read or write other files (COPY ... TO, read_csv, INSTALL, ATTACH).
 """
 
 from __future__ import annotations
@@ -53,9 +55,9 @@ def cmd_sql(args) -> int:
             ticker.update(f"waiting for a writing run to release the warehouse (up to {args.timeout:g}s)")
             try:
                 columns, rows = _query(warehouse, args.query, max(args.timeout, 0.0))
-            except WarehouseBusy:
-                raise CliError(f"the warehouse {warehouse_path(home)} stayed locked by a writing run for {args.timeout:g}s; "
-                               "try again, or pass a longer --timeout") from None
+            except WarehouseBusy as error:   # the holder: its PID and command, when the OS says
+                raise CliError(f"the warehouse {warehouse_path(home)} stayed locked by a writing run for {args.timeout:g}s "
+                               f"(held by {error.holder}); try again, or pass a longer --timeout") from None
     out = sys.stdout
     if args.csv:
         write_csv(out, columns, rows)
@@ -71,7 +73,7 @@ def _query(warehouse, query: str, wait_seconds: float) -> tuple[list[str], list[
     """(columns, rows) of one query on a short-lived read-only connection."""
     from orchestration.cli import CliError
 
-    with warehouse.connect(read_only=True, wait_seconds=wait_seconds) as con:
+    with warehouse.connect(analyst=True, wait_seconds=wait_seconds) as con:   # no file-system access
         try:
             cursor = con.execute(query)
         except duckdb.Error as error:
