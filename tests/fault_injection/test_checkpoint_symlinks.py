@@ -6,7 +6,6 @@ file is read (an audit hook watches every open) or shown in a problem's detail. 
 inside the folder is followed as before (the look-alike that must not be flagged).
 """
 
-import json
 from pathlib import Path
 
 import pytest
