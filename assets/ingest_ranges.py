@@ -1,0 +1,55 @@
+"""Physical ranges of raw-zone values, as SQL the ingest's parse and fast path both apply.
+
+A record can be well-typed JSON and still impossible: `gpu_index: 1.5` (DuckDB's cast would round
+it to GPU 2), a negative counter, power or utilization, a KV-cache ratio of 7.5. Such a line is
+quarantined with a reason naming the field and the value, never loaded:
+
+- integer columns take only integral numbers: they are parsed as DOUBLE and cast only when whole
+  (and within the column's type);
+- `*_ratio` columns lie in [0, 1];
+- counters (`*_total`), sizes (`*_bytes`), power (`*_watts`), clocks (`*_hertz`), durations
+  (`*_seconds`) and the counts and indexes below are never negative.
+
+The rules follow the column's name and type (sql/migrations), so a new column of a known kind is
+checked without a line here. Column names are plain identifiers (assets/ingest.py checks them).
+"""
+
+INTEGER_TYPES = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"})
+NUMBER_TYPES = INTEGER_TYPES | {"DOUBLE", "FLOAT", "REAL"}
+NON_NEGATIVE_SUFFIXES = ("_total", "_bytes", "_watts", "_hertz", "_seconds", "_ratio")
+NON_NEGATIVE = frozenset({"gpu_index", "rank", "world_size", "step", "tokens", "requests_waiting", "requests_running",
+                          "throttle_reasons", "last_xid"})
+
+
+def parsed_type(kind: str) -> str:
+    """The type a field is parsed as: integers as DOUBLE, so that 1.5 is seen rather than rounded."""
+    return "DOUBLE" if kind in INTEGER_TYPES else kind
+
+
+def value(ref: str, name: str, kind: str) -> str:
+    """The field as its column's type (an integer only when the number is whole)."""
+    return f"TRY_CAST({ref}.{name} AS {kind})" if kind in INTEGER_TYPES else f"{ref}.{name}"
+
+
+def problems(ref: str, fields: dict[str, str]) -> list[str]:
+    """One SQL expression per checked field: NULL when the value is fine (or absent), else
+    '<field> <value> (<why>)'."""
+    out = []
+    for name, kind in fields.items():
+        if kind not in NUMBER_TYPES:
+            continue
+        v, rules = f"{ref}.{name}", []
+        if kind in INTEGER_TYPES:
+            rules.append((f"{v} <> floor({v}) OR TRY_CAST({v} AS {kind}) IS NULL", "not an integer"))
+        if name.endswith("_ratio"):
+            rules.append((f"{v} < 0 OR {v} > 1", "not in [0, 1]"))
+        elif name.endswith(NON_NEGATIVE_SUFFIXES) or name in NON_NEGATIVE:
+            rules.append((f"{v} < 0", "negative"))
+        for condition, why in rules:
+            out.append(f"CASE WHEN {condition} THEN '{name} ' || {v}::VARCHAR || ' ({why})' END")
+    return out
+
+
+def reasons_sql(ref: str, fields: dict[str, str]) -> str:
+    """The out-of-range fields of a row, comma-separated ('' when none)."""
+    return f"concat_ws(', ', {', '.join(problems(ref, fields)) or 'NULL'})"
