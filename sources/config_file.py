@@ -36,8 +36,6 @@ def from_validation(path: str | Path | None, error: ValidationError, prefix: str
     problems = error.errors()
     first = problems[0]
     message = str(first["msg"]).removeprefix("Value error, ")   # our validators' messages read alone
-    if first["type"] in ("extra_forbidden",):
-        message = "not a known key"
     if "input" in first and first["type"] not in ("missing", "extra_forbidden") and not isinstance(first["input"], dict | list):
         message += f" (got {first['input']!r:.60})"
     more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
