@@ -110,10 +110,11 @@ def test_values_outside_their_physical_range_are_quarantined_with_a_reason(tmp_p
         sample(memory_used_bytes=2.5),
         sample(gpu_index=2.0, utilization_ratio=1.0, power_watts=0.0),   # look-alikes that are fine
         sample(gpu_index=3, utilization_ratio=0.0),
+        sample(gpu_index=4, utilization_ratio="NaN", power_watts="Infinity"),   # the contract's non-finite floats
     ])
     result, loaded, quarantined = ingest(tmp_path, fast=fast)
     assert result["parse"] == "full"
-    assert sorted(loaded["gpu_index"]) == [2, 3]
+    assert sorted(loaded["gpu_index"]) == [2, 3, 4]
     reasons = {line: reason for line, _raw, reason in quarantined}
     prefix = "value(s) outside their physical range: "
     assert reasons == {1: prefix + "gpu_index 1.5 (not an integer)", 2: prefix + "power_watts -12.5 (negative)",
