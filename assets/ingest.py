@@ -145,7 +145,7 @@ def _ingest_clean(con: duckdb.DuckDBPyConnection, table: str, fields: dict[str, 
     for marker, value in (("/*@table*/", table),
                           ("/*@fields*/", ", ".join(f"{ingest_ranges.value('c', n, t)} AS {n}" for n, t in typed.items())),
                           ("/*@required_present*/", "".join(f" AND c.{n} IS NOT NULL" for n in required)),
-                          ("/*@in_range*/", f" AND {ingest_ranges.reasons_sql('c', typed)} = ''")):
+                          ("/*@in_range*/", f" AND {ingest_ranges.all_in_range_sql('c', typed)}")):
         write = write.replace(marker, value)
     try:
         # Count the lines (numpy releases the GIL) while DuckDB parses the same files.

@@ -31,24 +31,34 @@ def value(ref: str, name: str, kind: str) -> str:
     return f"TRY_CAST({ref}.{name} AS {kind})" if kind in INTEGER_TYPES else f"{ref}.{name}"
 
 
-def problems(ref: str, fields: dict[str, str]) -> list[str]:
-    """One SQL expression per checked field: NULL when the value is fine (or absent), else
-    '<field> <value> (<why>)'."""
+def _rules(ref: str, fields: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(field, SQL condition true when the value breaks the rule, why) for every checked field."""
     out = []
     for name, kind in fields.items():
         if kind not in NUMBER_TYPES:
             continue
         v, rules = f"{ref}.{name}", []
         if kind in INTEGER_TYPES:
-            rules.append((f"{v} <> floor({v}) OR TRY_CAST({v} AS {kind}) IS NULL", "not an integer"))
+            rules.append((f"{v} IS NOT NULL AND ({v} <> floor({v}) OR TRY_CAST({v} AS {kind}) IS NULL)", "not an integer"))
         if name.endswith("_ratio"):
             # NaN (allowed by the raw-zone contract: "no value") sorts above every number in DuckDB
             rules.append((f"({v} < 0 OR {v} > 1) AND NOT isnan({v})", "not in [0, 1]"))
         elif name.endswith(NON_NEGATIVE_SUFFIXES) or name in NON_NEGATIVE:
             rules.append((f"{v} < 0", "negative"))
-        for condition, why in rules:
-            out.append(f"CASE WHEN {condition} THEN '{name} ' || {v}::VARCHAR || ' ({why})' END")
+        out += [(name, condition, why) for condition, why in rules]
     return out
+
+
+def problems(ref: str, fields: dict[str, str]) -> list[str]:
+    """One SQL expression per rule: NULL when the value is fine (or absent), else '<field> <value> (<why>)'."""
+    return [f"CASE WHEN {condition} THEN '{name} ' || {ref}.{name}::VARCHAR || ' ({why})' END"
+            for name, condition, why in _rules(ref, fields)]
+
+
+def all_in_range_sql(ref: str, fields: dict[str, str]) -> str:
+    """True when no rule is broken (the fast path's guard: a boolean, no text built per row)."""
+    conditions = [f"coalesce({condition}, false)" for _name, condition, _why in _rules(ref, fields)]
+    return f"NOT ({' OR '.join(conditions)})" if conditions else "true"
 
 
 def reasons_sql(ref: str, fields: dict[str, str]) -> str:
