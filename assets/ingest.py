@@ -25,6 +25,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from assets import ingest_ranges
 from orchestration import sql
 from orchestration.partitions import hourly, naive_utc
 from orchestration.raw_zone import RawZoneResource, read_lines
@@ -77,7 +78,7 @@ def parse_sql(fields: dict[str, str], required: list[str]) -> tuple[str, dict[st
     bad = [n for n in names if not _IDENTIFIER.match(n)]
     if bad:
         raise ValueError(f"column names that are not plain identifiers: {bad}")
-    shape = {**fields, "time": "VARCHAR", "quarantine_reason": "JSON"}
+    shape = {**{n: ingest_ranges.parsed_type(t) for n, t in fields.items()}, "time": "VARCHAR", "quarantine_reason": "JSON"}
     # j.<n> is NULL when the field is absent, null or not convertible; json_type tells which.
     present = {n: f"coalesce(json_type(raw, '$.{n}'), 'NULL') <> 'NULL'" for n in names}
     missing = [f"CASE WHEN j.{n} IS NULL AND NOT ({present[n]}) THEN '{n}' END" for n in required]
@@ -88,7 +89,8 @@ def parse_sql(fields: dict[str, str], required: list[str]) -> tuple[str, dict[st
         ("/*@missing*/", ", ".join(missing) or "NULL"),
         ("/*@mistyped*/", ", ".join(mistyped) or "NULL"),
         ("/*@required_null*/", "".join(f" OR j.{n} IS NULL" for n in required)),
-        ("/*@fields*/", ", ".join(f"{n} := j.{n}" for n in fields)),
+        ("/*@out_of_range*/", ingest_ranges.reasons_sql("j", fields)),
+        ("/*@fields*/", ", ".join(f"{n} := {ingest_ranges.value('j', n, t)}" for n, t in fields.items())),
     ):
         text = text.replace(marker, value)
     return text, shape
@@ -135,12 +137,14 @@ def _ingest_clean(con: duckdb.DuckDBPyConnection, table: str, fields: dict[str, 
     """The fast path: the hour through DuckDB's own strict `read_json`, written only if every line is
     good. Returns None, having written nothing, when any line needs the full parse (a bad line, a
     blank line, a file that grew while it was read): the full parse then finds and quarantines it."""
-    shape = {name: kind for name, kind in fields.items() if name not in ("source_file", "source_line")}
+    typed = {name: kind for name, kind in fields.items() if name not in ("source_file", "source_line")}
+    shape = {name: ingest_ranges.parsed_type(kind) for name, kind in typed.items()}
     shape.update(time="VARCHAR", quarantine_reason="JSON")
-    columns = [name for name in shape if name not in ("time", "quarantine_reason")]
     write = sql.sql_text("ingest/clean_write")
-    for marker, value in (("/*@table*/", table), ("/*@fields*/", ", ".join(f"c.{n}" for n in columns)),
-                          ("/*@required_present*/", "".join(f" AND c.{n} IS NOT NULL" for n in required))):
+    for marker, value in (("/*@table*/", table),
+                          ("/*@fields*/", ", ".join(f"{ingest_ranges.value('c', n, t)} AS {n}" for n, t in typed.items())),
+                          ("/*@required_present*/", "".join(f" AND c.{n} IS NOT NULL" for n in required)),
+                          ("/*@in_range*/", f" AND {ingest_ranges.all_in_range_sql('c', typed)}")):
         write = write.replace(marker, value)
     try:
         # Count first, then parse: a line appended in between makes the parse see more lines than
@@ -240,7 +244,7 @@ def build_ingest_asset(source: RawSource) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, raw_zone: RawZoneResource
     ) -> dg.MaterializeResult:
         window = context.partition_time_window
-        files = raw_zone.files(source.folder, window.start)
+        files = raw_zone.files(source.folder, window.start, report=context.log.warning)
         with warehouse.connect() as con:
             result = ingest_partition(con, source, files, window.start, window.end)
         if result["rows_quarantined"]:

@@ -136,7 +136,7 @@ def build_check(signal: Signal) -> dg.AssetChecksDefinition:
         context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource, thresholds: ThresholdsResource
     ) -> dg.AssetCheckResult:
         window = context.partition_time_window
-        chosen = thresholds.for_signal(signal.name, signal.thresholds)
+        chosen = thresholds.for_signal(signal.name, signal.thresholds, CATALOGUE)   # the whole file checked, once per version
         with warehouse.connect() as con:
             frame, findings = evaluate(con, signal, window.start, window.end, chosen)
         return check_result(signal, frame, findings, chosen, home=Path(warehouse.path).resolve().parent)
@@ -144,4 +144,5 @@ def build_check(signal: Signal) -> dg.AssetChecksDefinition:
     return _check
 
 
+CATALOGUE = {s.name: s.thresholds for s in REGISTRY}   # what thresholds.yaml may name
 signal_checks = [build_check(signal) for signal in REGISTRY]

@@ -13,9 +13,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import Annotated
 
 import pandas as pd
-import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from sources.config_file import config_error, from_validation, read_yaml
 
 FAMILIES = ("training", "distributed", "gpu", "checkpoint", "serving", "quality")
 ENTITIES = ("run", "rank", "gpu", "checkpoint", "endpoint", "model_version")
@@ -126,15 +129,35 @@ class SignalRegistry:
         return [s for s in self if fault_type in s.fault_types]
 
 
+class PlaybookEntry(BaseModel):
+    """One entry of a `checks/playbooks/*.yaml` file, as validated at load."""
+
+    model_config = ConfigDict(extra="forbid")
+    responder: Annotated[str, Field(min_length=1)]
+    steps: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+    escalation: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+
+
+_PLAYBOOK_FILE = TypeAdapter(dict[str, PlaybookEntry])
+
+
 @functools.cache
-def playbooks() -> Mapping[str, Playbook]:
-    """The playbook catalogue (`checks/playbooks/*.yaml`), by signal name; a name twice raises."""
+def playbooks(folder: Path = PLAYBOOKS_DIR) -> Mapping[str, Playbook]:
+    """The playbook catalogue (`checks/playbooks/*.yaml`), by signal name; a name twice, or an entry
+    without its steps, responder or escalation, is a ConfigError `file: signal.key: problem`."""
     catalogue: dict[str, Playbook] = {}
-    for path in sorted(PLAYBOOKS_DIR.glob("*.yaml")):
-        for name, entry in (yaml.safe_load(path.read_text()) or {}).items():
+    for path in sorted(folder.glob("*.yaml")):
+        data = read_yaml(path) or {}
+        if not isinstance(data, dict):
+            raise config_error(path, "", "expected `signal_name: {responder, steps, escalation}` entries")
+        try:
+            entries = _PLAYBOOK_FILE.validate_python(data)
+        except ValidationError as error:
+            raise from_validation(path, error) from None
+        for name, entry in entries.items():
             if name in catalogue:
-                raise ValueError(f"{path}: playbook {name!r} is defined twice in checks/playbooks/")
-            catalogue[name] = Playbook(tuple(entry["steps"]), entry["responder"], tuple(entry["escalation"]))
+                raise config_error(path, name, "playbook defined twice in checks/playbooks/")
+            catalogue[name] = Playbook(tuple(entry.steps), entry.responder, tuple(entry.escalation))
     return MappingProxyType(catalogue)
 
 

@@ -1,6 +1,5 @@
 """The one entry point: Goodput's Dagster Definitions (workspace.yaml points here)."""
 
-import os
 from pathlib import Path
 
 import dagster as dg
@@ -16,7 +15,7 @@ from orchestration.sensors_sources import late_raw_files
 from orchestration.sinks import alerting_resource_for
 from orchestration.thresholds import ThresholdsResource
 from orchestration.warehouse import WarehouseResource
-from sources.prometheus import PrometheusResource
+from sources.prometheus import resource_from_env as prometheus_resource_from_env
 
 
 def resources_for(home) -> dict:
@@ -27,8 +26,7 @@ def resources_for(home) -> dict:
         "raw_zone": RawZoneResource(root=str(raw_root(home))),
         "alerting": alerting_resource_for(home),
         # Off unless a URL (or a sources file naming one) is set: the simulator is the default source.
-        "prometheus": PrometheusResource(url=os.environ.get("GOODPUT_PROMETHEUS_URL", ""),
-                                         config_file=os.environ.get("GOODPUT_SOURCES_CONFIG", "")),
+        "prometheus": prometheus_resource_from_env(),   # secrets as dg.EnvVar: names in storage, never values
     }
 
 

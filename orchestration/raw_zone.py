@@ -3,10 +3,16 @@
 Layout: `<root>/<source>/<YYYY-MM-DD>/<HH>/<producer>.jsonl`, one JSON object per line, UTC.
 A partition reads only its own hour's folder, so a late file for an old hour is seen when that
 hour is re-run, and a backfill re-derives everything from raw.
+
+The listing takes only regular files that stay inside the raw zone: a symlink is followed only when
+its target lies under the root (a `passwd.jsonl -> /etc/passwd` is never read), and a dangling link
+or a file gone before it could be looked at is skipped. Each skipped file is reported in one line,
+so one bad entry never fails the source-hour and never hides.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -60,6 +66,32 @@ class RawZoneResource(dg.ConfigurableResource):
 
     root: str
 
-    def files(self, source: str, hour: datetime) -> list[Path]:
-        folder = hour_dir(Path(self.root), source, hour)
-        return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+    def files(self, source: str, hour: datetime, report: Callable[[str], None] | None = None) -> list[Path]:
+        """The hour's `*.jsonl` files to read; what is skipped, and why, goes to `report`."""
+        files, skipped = self.listing(source, hour)
+        for path, why in skipped:
+            (report or (lambda _m: None))(f"raw zone: skipped {path}: {why}")
+        return files
+
+    def listing(self, source: str, hour: datetime) -> tuple[list[Path], list[tuple[Path, str]]]:
+        """(files to read, [(file skipped, why)]) for one source-hour."""
+        root = Path(self.root)
+        folder = hour_dir(root, source, hour)
+        if not folder.is_dir():
+            return [], []
+        real_root = root.resolve()
+        files, skipped = [], []
+        for path in sorted(folder.glob("*.jsonl")):
+            try:
+                target = path.resolve(strict=True)
+                regular = target.is_file()
+            except (OSError, RuntimeError):   # dangling link, a loop, gone since the glob
+                skipped.append((path, "vanished or a dangling symlink"))
+                continue
+            if real_root not in target.parents:
+                skipped.append((path, f"a symlink out of the raw zone (to {target}): not read"))
+            elif not regular:
+                skipped.append((path, "not a regular file"))
+            else:
+                files.append(path)
+        return files, skipped

@@ -165,13 +165,31 @@ def is_partial(name: str) -> bool:
     return bool(_PARTIAL.search(name))
 
 
-def _listing(root: Path) -> dict[str, Path]:
-    """Every regular file under a checkpoint folder by its relative posix path (symlinks are not followed)."""
+def inside(root: Path, path: Path) -> Path | None:
+    """`path` with its symlinks resolved, or None when that leaves `root` (or the link dangles)."""
+    root = root.resolve()
+    try:
+        target = path.resolve(strict=True)
+    except (OSError, RuntimeError):   # dangling, a loop, unreadable: nothing to open
+        return None
+    return target if target == root or root in target.parents else None
+
+
+def _listing(root: Path, audit: Audit) -> dict[str, Path]:
+    """Every file under a checkpoint folder by its relative posix path. A symlink is followed only
+    when its target stays inside the folder (the resolved path is what is opened); one that leads
+    out is a `path_escape` and is never opened. Symlinked folders are not entered."""
     found = {}
     for dirpath, _dirs, names in os.walk(root):
         for name in names:
             p = Path(dirpath) / name
-            found[p.relative_to(root).as_posix()] = p
+            rel = p.relative_to(root).as_posix()
+            if not p.is_symlink():
+                found[rel] = p
+            elif (target := inside(root, p)) is not None:
+                found[rel] = target
+            else:
+                audit.add("path_escape", rel, "a symlink that leads out of the checkpoint folder (or nowhere): not read")
     return found
 
 
@@ -290,6 +308,11 @@ def audit_checkpoint(path: str | os.PathLike, cache: HashCache | None = None,
     `expected`: the manifest lineage recorded at save time ({files: [{path, bytes, sha256}]}),
     used when the folder has no manifest of its own (or no longer exists)."""
     p = Path(path)
+    if p.is_symlink() and p.is_file() and inside(p.parent, p) is None:
+        # a single file linked from elsewhere: its folder is its root, and it leads out of it
+        audit = Audit(path=str(p), format="unknown")
+        audit.add("path_escape", p.name, "a symlink that leads out of its folder: not read")
+        return audit
     fmt = detect_format(p)
     if fmt == "unknown" and expected and expected.get("files"):
         fmt = "goodput"
@@ -302,7 +325,7 @@ def audit_checkpoint(path: str | os.PathLike, cache: HashCache | None = None,
     if p.is_file():
         _audit_file(p, p.parent, p.name, audit, cache, None, hash_files)
         return audit
-    listing = _listing(p)
+    listing = _listing(p, audit)
     for rel in sorted(listing):
         if is_partial(Path(rel).name):
             audit.add("partial_write", rel, "leftover of an interrupted write (temporary / partial file)")
@@ -338,9 +361,9 @@ def _audit_file(f: Path, root: Path, rel: str, audit: Audit, cache: HashCache | 
 
 
 def _audit_manifest(root: Path, listing: dict[str, Path], audit: Audit, cache, expected, hash_files) -> None:
-    manifest = expected
-    mpath = root / MANIFEST_NAME
-    if mpath.exists():
+    manifest = expected or {}
+    mpath = listing.get(MANIFEST_NAME)   # never one that leads out of the folder
+    if mpath is not None:
         try:
             manifest = json.loads(mpath.read_text())
             if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
@@ -384,8 +407,8 @@ def _shard_names(names: Iterable[str], audit: Audit) -> None:
 
 def _audit_safetensors(root: Path, listing: dict[str, Path], audit: Audit, cache, hash_files) -> None:
     shards: set[str] = set()
-    index = root / SAFETENSORS_INDEX
-    if index.exists():
+    index = listing.get(SAFETENSORS_INDEX)
+    if index is not None:
         try:
             weight_map = json.loads(index.read_text())["weight_map"]
             if not isinstance(weight_map, dict):

@@ -117,6 +117,14 @@ def _hour_file(root: Path, source: str, iso_time: str, producer: str) -> Path:
     return root / source / day / hour / f"{producer.replace(os.sep, '_')}.jsonl"
 
 
+def _end_torn_line(fd: int) -> None:
+    """Start on a new line when an earlier writer (killed mid-write) left the file's last line
+    without its newline: otherwise our first record would be glued to the fragment and lost with it."""
+    size = os.fstat(fd).st_size
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        os.write(fd, b"\n")
+
+
 class RawWriter:
     """Appends records to one producer's hour-bucketed files of one raw source.
 
@@ -146,7 +154,8 @@ class RawWriter:
                 if fd is None:
                     path = self.path_for(*key)
                     path.parent.mkdir(parents=True, exist_ok=True)
-                    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+                    _end_torn_line(fd)
                     # Hours only move forward: close older hours' files so descriptors don't pile up.
                     for old in [k for k in self._fds if k < key]:
                         os.close(self._fds.pop(old))

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from urllib.parse import urlparse
 
-import requests
+import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from sources.client import iso_utc
 from sources.mapping import GpuRecordBuilder, PrometheusConfig
+from sources.urls import redact_url
 
 
 @dataclass
@@ -70,16 +71,16 @@ def scrape_once(urls: list[str], writer_for, config: PrometheusConfig | None = N
     """Scrape exporter pages directly (no Prometheus): append each page's gpu_samples records, and its
     rejects as `quarantine_reason` lines, through `writer_for(host)` (a RawWriter per host).
     An unreachable exporter is counted and reported, not raised: the other hosts go on."""
-    session = session or requests.Session()
+    session = session or httpx.Client()
     totals = {"records": 0, "rejected": 0, "failed": []}
     for url in urls:
         now = iso_utc()
-        host = urlparse(url).hostname or url
+        host = urlparse(url).hostname or redact_url(url)
         try:
             response = session.get(url, timeout=timeout)
             response.raise_for_status()
-        except requests.RequestException as error:
-            totals["failed"].append(f"{url}: {type(error).__name__}")
+        except httpx.HTTPError as error:
+            totals["failed"].append(f"{redact_url(url)}: {type(error).__name__}")
             continue
         page = parse_gpu_page(response.text, now, host=host, config=config)
         writer = writer_for(host)

@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from sources.config_file import ConfigError, from_validation, read_yaml
 
 MIB = 1024 * 1024
 
@@ -163,15 +164,8 @@ class SourcesFile(BaseModel):
         return tuple(dict.fromkeys(f for name in self.names() for f in SOURCE_NAMES[name]))
 
 
-class ConfigError(ValueError):
-    """A sources configuration file that cannot be used: one line saying where and what."""
-
-
 def _first_error(path, error: ValidationError, prefix: str = "") -> ConfigError:
-    first = error.errors()[0]
-    where = ".".join(str(x) for x in first["loc"])
-    message = first["msg"].removeprefix("Value error, ")   # our validators' messages read alone
-    return ConfigError(f"{path or 'sources config'}: {prefix}{where}: {message}")
+    return from_validation(path or "sources config", error, prefix)
 
 
 def load_sources_file(path: str | Path | None) -> SourcesFile:
@@ -179,12 +173,7 @@ def load_sources_file(path: str | Path | None) -> SourcesFile:
     if not path:
         return SourcesFile()
     p = Path(path)
-    try:
-        loaded = yaml.safe_load(p.read_text()) or {}
-    except OSError as error:
-        raise ConfigError(f"cannot read sources config {p}: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{p}: not valid YAML: {str(error).splitlines()[0]}") from None
+    loaded = read_yaml(p) or {}   # unreadable, not text, not YAML: ConfigError `file: problem`
     if not isinstance(loaded, dict):
         raise ConfigError(f"{p}: expected a mapping with `sources:`, `prometheus:` and/or `agent:` sections")
     try:

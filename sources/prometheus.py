@@ -7,6 +7,11 @@ names are configuration (sources.mapping.PrometheusConfig). A window's output re
 `prometheus.jsonl` file atomically (write to a temp file, then rename), so pulling a partition
 again rewrites it instead of appending duplicates; rejected samples are written as
 `quarantine_reason` lines that the ingest moves to the quarantine table.
+
+Credentials (basic auth) come from their own settings, `GOODPUT_PROMETHEUS_USERNAME` and
+`GOODPUT_PROMETHEUS_PASSWORD` (Dagster EnvVars: the UI shows the variable's name, never its value);
+a `user:password@` in the URL is taken out of it before anything is shown. Every URL in metadata,
+logs and errors is the redacted one (`redact_url`).
 """
 
 from __future__ import annotations
@@ -17,9 +22,8 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 
 import dagster as dg
-import requests
-from requests.adapters import HTTPAdapter
-from urllib3.util.retry import Retry
+import httpx
+import tenacity
 
 from sources.client import iso_utc, replace_hour_files
 from sources.mapping import (
@@ -32,6 +36,7 @@ from sources.mapping import (
     load_sources_file,
     strip_port,
 )
+from sources.urls import redact_url, split_credentials
 
 PRODUCER = "prometheus"
 
@@ -40,33 +45,53 @@ class PrometheusError(RuntimeError):
     """Prometheus could not answer (unreachable, bad query, error status): one line for the user."""
 
 
-class PrometheusClient:
-    """A small client for the query API with retries on connection errors and 5xx."""
+class _Retriable(Exception):
+    """A 502/503/504 answer: Prometheus or a proxy in front of it is restarting."""
 
-    def __init__(self, url: str, timeout: float = 30.0):
+
+class PrometheusClient:
+    """A small client for the query API (httpx) with retries (tenacity) on connection errors and
+    502/503/504. Queries are reads, so a retry can never do anything twice."""
+
+    def __init__(self, url: str, timeout: float = 30.0, auth: tuple[str, str] | None = None, attempts: int = 4):
         if not url:
             raise PrometheusError("no Prometheus URL configured (set GOODPUT_PROMETHEUS_URL or prometheus.url)")
-        self.url = url.rstrip("/")
-        self.timeout = timeout
-        self.session = requests.Session()
-        retry = Retry(total=3, backoff_factor=0.3, status_forcelist=(502, 503, 504), allowed_methods=("GET", "POST"))
-        self.session.mount("http://", HTTPAdapter(max_retries=retry))
-        self.session.mount("https://", HTTPAdapter(max_retries=retry))
+        bare, in_url = split_credentials(url)
+        self.url = bare.rstrip("/")
+        self.shown = redact_url(url).rstrip("/")
+        self.client = httpx.Client(timeout=timeout, auth=auth or in_url)
+        self.retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(attempts), wait=tenacity.wait_exponential(multiplier=0.3, max=3),
+            retry=tenacity.retry_if_exception_type((httpx.TransportError, _Retriable)), reraise=True)
+
+    def _post(self, path: str, data: dict) -> httpx.Response:
+        for attempt in self.retrying:
+            with attempt:
+                response = self.client.post(f"{self.url}{path}", data=data)
+                if response.status_code in (502, 503, 504):
+                    raise _Retriable(f"HTTP {response.status_code}")
+        return response
 
     def query_range(self, query: str, start: datetime, end: datetime, step: float) -> list[dict]:
         """The `result` of a range query: [{metric: {labels}, values: [[unix_ts, "value"], ...]}]."""
         params = {"query": query, "start": start.timestamp(), "end": end.timestamp(), "step": step}
         try:
-            response = self.session.post(f"{self.url}/api/v1/query_range", data=params, timeout=self.timeout)
-        except requests.RequestException as error:
-            raise PrometheusError(f"Prometheus at {self.url} is unreachable: {type(error).__name__}") from None
+            response = self._post("/api/v1/query_range", params)
+        except (httpx.HTTPError, _Retriable) as error:
+            raise PrometheusError(f"Prometheus at {self.shown} is unreachable: {type(error).__name__}") from None
+        if response.status_code in (401, 403):
+            raise PrometheusError(f"Prometheus at {self.shown} refused the credentials (HTTP {response.status_code}): "
+                                  "check GOODPUT_PROMETHEUS_USERNAME / GOODPUT_PROMETHEUS_PASSWORD")
         try:
             body = response.json()
         except ValueError:
-            raise PrometheusError(f"Prometheus at {self.url} answered HTTP {response.status_code} without JSON") from None
+            raise PrometheusError(f"Prometheus at {self.shown} answered HTTP {response.status_code} without JSON") from None
         if body.get("status") != "success":
             raise PrometheusError(f"Prometheus rejected {query!r}: {body.get('errorType')}: {body.get('error')}")
         return body["data"]["result"]
+
+    def close(self) -> None:
+        self.client.close()
 
 
 def _regex(names) -> str:
@@ -151,16 +176,20 @@ def pull_serving_metrics(client: PrometheusClient, config: PrometheusConfig, sta
     return records, rejects
 
 
-def pull_window(config: PrometheusConfig, raw_root: str | os.PathLike, start: datetime, end: datetime) -> dict:
+def pull_window(config: PrometheusConfig, raw_root: str | os.PathLike, start: datetime, end: datetime,
+                auth: tuple[str, str] | None = None) -> dict:
     """Pull [start, end) (clipped to now) into the raw zone. Returns counts per source."""
     end = min(end, datetime.now(timezone.utc))
     if end <= start:
         return {"gpu_samples": 0, "serving_metrics": 0, "rejected": 0, "files": []}
     # query_range includes its end; stop just short so a record never lands in the next hour.
     last = end - timedelta(milliseconds=1)
-    client = PrometheusClient(config.url, timeout=config.timeout_seconds)
-    gpu, gpu_rejects = pull_gpu_samples(client, config, start, last)
-    serving, serving_rejects = pull_serving_metrics(client, config, start, last)
+    client = PrometheusClient(config.url, timeout=config.timeout_seconds, auth=auth)
+    try:
+        gpu, gpu_rejects = pull_gpu_samples(client, config, start, last)
+        serving, serving_rejects = pull_serving_metrics(client, config, start, last)
+    finally:
+        client.close()
     files = replace_hour_files(raw_root, "gpu_samples", PRODUCER, gpu, gpu_rejects)
     files += replace_hour_files(raw_root, "serving_metrics", PRODUCER, serving, serving_rejects)
     return {"gpu_samples": len(gpu), "serving_metrics": len(serving), "rejected": len(gpu_rejects) + len(serving_rejects),
@@ -175,6 +204,11 @@ class PrometheusResource(dg.ConfigurableResource):
     config_file: str = ""
     step_seconds: float | None = None
     rate_window: str | None = None
+    username: str = ""      # basic auth; the password only through dg.EnvVar (see resource_from_env)
+    password: str = ""
+
+    def auth(self) -> tuple[str, str] | None:
+        return (self.username, self.password) if self.username or self.password else None
 
     @property
     def enabled(self) -> bool:
@@ -187,3 +221,19 @@ class PrometheusResource(dg.ConfigurableResource):
     def config(self) -> PrometheusConfig:
         return load_prometheus_config(self.config_file or None, url=self.url,
                                       step_seconds=self.step_seconds, rate_window=self.rate_window)
+
+
+def env_auth(environ=os.environ) -> tuple[str, str] | None:
+    """Basic-auth credentials from their own variables (the CLI's way; the asset's is the resource)."""
+    user, password = environ.get("GOODPUT_PROMETHEUS_USERNAME", ""), environ.get("GOODPUT_PROMETHEUS_PASSWORD", "")
+    return (user, password) if user or password else None
+
+
+def resource_from_env(environ=os.environ) -> PrometheusResource:
+    """The resource as the definitions build it: every value that may hold a secret (the URL, which
+    may carry `user:password@`, and the password) is a dg.EnvVar, so Dagster stores its name only."""
+    def env(name: str):
+        return dg.EnvVar(name) if environ.get(name) else ""
+
+    return PrometheusResource(url=env("GOODPUT_PROMETHEUS_URL"), config_file=environ.get("GOODPUT_SOURCES_CONFIG", ""),
+                              username=environ.get("GOODPUT_PROMETHEUS_USERNAME", ""), password=env("GOODPUT_PROMETHEUS_PASSWORD"))

@@ -184,4 +184,4 @@ def test_scrape_real_exporter_pages_over_http_into_the_warehouse(tmp_path, capsy
 
     assert main(["scrape", "http://127.0.0.1:9/metrics", "--count", "1", "--home", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "no exporter answered: http://127.0.0.1:9/metrics: ConnectionError" in err
+    assert "no exporter answered: http://127.0.0.1:9/metrics: ConnectError" in err

@@ -383,7 +383,7 @@ def test_serving_slos_come_from_thresholds_yaml(tmp_path):
 @pytest.mark.parametrize("text, error", [
     ("serving_slos: {chat-api: {ttft_p99: 1}}", "has no SLO key(s) ttft_p99"),
     ("serving_slos: {chat-api: 1.0}", "expected `{slo_key: value}`"),
-    ("serving_slos: {chat-api: {ttft_p99_seconds: fast}}", "must be numbers"),
+    ("serving_slos: {chat-api: {ttft_p99_seconds: fast}}", "ttft_p99_seconds: Input should be a valid number"),
 ])
 def test_bad_slo_config_is_one_clear_line(tmp_path, text, error):
     (tmp_path / "thresholds.yaml").write_text(text)

@@ -117,14 +117,14 @@ def _parse_window(text: str) -> tuple[datetime, datetime]:
 def cmd_pull(args) -> int:
     from orchestration.home import raw_root
     from sources.mapping import ConfigError, load_prometheus_config
-    from sources.prometheus import PrometheusError, pull_window
+    from sources.prometheus import PrometheusError, env_auth, pull_window
 
     home = use_home(args.home)
     start, end = _parse_window(args.window)
     try:
         config = load_prometheus_config(args.config or os.environ.get("GOODPUT_SOURCES_CONFIG"),
                                         url=args.url or os.environ.get("GOODPUT_PROMETHEUS_URL"))
-        result = pull_window(config, raw_root(home), start, end)
+        result = pull_window(config, raw_root(home), start, end, auth=env_auth())
     except (ConfigError, PrometheusError) as error:
         raise CliError(str(error)) from None
     print(f"pulled {result['gpu_samples']} GPU sample(s) and {result['serving_metrics']} serving record(s) "

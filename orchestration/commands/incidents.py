@@ -48,7 +48,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from orchestration.sinks import journal_path
+    from orchestration.sinks import AlertJournal, journal_path
 
     home = use_home(args.home)
     with _connect(home) as con:
@@ -62,7 +62,7 @@ def cmd_show(args) -> int:
                               "AND incident_id <> $id ORDER BY onset", {"c": inc.correlation_id, "id": inc.incident_id}).df()
         started = con.execute("SELECT payload FROM lineage_events WHERE event = 'run_started' AND run_id = $r "
                               "ORDER BY time DESC LIMIT 1", {"r": inc.run_id}).fetchone()
-    attempts = [json.loads(line) for line in _lines(journal_path(home))]
+    attempts = AlertJournal(journal_path(home)).attempts()   # torn or foreign lines skipped
     print(f"{inc.incident_id}  [{inc.tier}] {inc.status}  {inc.title}")
     print(f"  signal {inc.signal} ({inc.family})  owner {inc.owner}  episode {inc.episode}"
           + (f" (reopens {inc.previous_incident_id})" if inc.previous_incident_id else ""))

@@ -45,7 +45,9 @@ WITH files AS (
 ), judged AS (
     SELECT *,
            CASE WHEN is_object THEN concat_ws(', ', /*@missing*/) END AS missing,
-           CASE WHEN is_object THEN concat_ws(', ', /*@mistyped*/) END AS mistyped
+           CASE WHEN is_object THEN concat_ws(', ', /*@mistyped*/) END AS mistyped,
+           -- values their column's type takes but physics does not (assets/ingest_ranges.py)
+           CASE WHEN is_object THEN /*@out_of_range*/ END AS out_of_range
     FROM checked
 ), reasoned AS (
     SELECT file, line, raw, struct_pack(/*@fields*/) AS rec, ts AS time,
@@ -59,6 +61,7 @@ WITH files AS (
                    THEN 'rejected by producer: ' || (j.quarantine_reason ->> '$')
                WHEN missing <> '' THEN 'missing required field(s): ' || missing
                WHEN mistyped <> '' THEN 'wrong type for field(s): ' || mistyped
+               WHEN out_of_range <> '' THEN 'value(s) outside their physical range: ' || out_of_range
                WHEN ts IS NULL THEN 'time is not an ISO-8601 timestamp'
                WHEN ts < $start OR ts >= $end THEN 'time ' || strftime(ts, '%Y-%m-%dT%H:%M:%S') || ' is outside the file''s hour bucket'
            END AS reason

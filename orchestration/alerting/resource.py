@@ -1,0 +1,85 @@
+"""The alerting resource of one Goodput home: its routes, sinks, journal and the monitor outbox."""
+
+import fcntl
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import dagster as dg
+
+from orchestration.alerting.config import DEFAULT_CONFIG, AlertingConfig, load_config
+from orchestration.alerting.delivery import Sink, SinkInactive, deliver
+from orchestration.alerting.journal import AlertJournal, append_jsonl, finished, read_jsonl
+from orchestration.alerting.payloads import dedup_key
+from orchestration.home import alerts_path
+
+
+class AlertingResource(dg.ConfigurableResource):
+    """Routing config, the sinks it names, the attempt journal and the monitor outbox of one Goodput home."""
+
+    config_path: str
+    file_sink_path: str     # the file sink: GOODPUT_HOME/alerts/alerts.jsonl
+    journal_path: str       # the attempt journal: GOODPUT_HOME/alerts/attempts.jsonl
+    outbox_path: str        # alerts about Goodput itself, kept until delivered: GOODPUT_HOME/alerts/monitor.jsonl
+
+    def config(self) -> AlertingConfig:
+        return load_config(self.config_path)
+
+    def journal(self) -> AlertJournal:
+        return AlertJournal(self.journal_path)
+
+    def run_url(self, run_id: str | None) -> str | None:
+        return f"{self.config().ui_url().rstrip('/')}/runs/{run_id}" if run_id else None
+
+    def post_monitor_alert(self, alert: Mapping) -> None:
+        """Keep an alert about Goodput itself (run failure, staleness) until every sink has it."""
+        if dedup_key(alert) not in {dedup_key(a) for a in self.monitor_alerts()}:
+            append_jsonl(Path(self.outbox_path), [alert])
+
+    def monitor_alerts(self) -> list[dict]:
+        return read_jsonl(Path(self.outbox_path), ("incident_id", "transition", "tier", "title"))
+
+    def pending(self, alerts: list[Mapping]) -> list[Mapping]:
+        """The alerts some active sink routed to them has not finished, oldest first."""
+        config, done = self.config(), finished(self.journal().attempts())
+        file_path, ui = Path(self.file_sink_path), config.ui_url()
+        active = {}
+        for name, spec in config.sinks.items():
+            try:
+                Sink(name, spec, file_path, ui).check_active()
+                active[name] = True
+            except SinkInactive:
+                active[name] = False
+        return [a for a in alerts if any(active[s] and (s, dedup_key(a)) not in done for s in config.route(a))]
+
+    def deliver(self, alerts: list[Mapping], log: Callable[[str], None] = lambda _m: None,
+                clock: Callable[[], float] = time.time, warn: Callable[[str], None] | None = None) -> dict | None:
+        """Deliver under the home's delivery lock (one deliverer at a time); None when another holds it."""
+        lock = Path(self.journal_path).with_name(".deliver.lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock, "a") as handle:
+            deadline = time.monotonic() + 5
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        return None
+                    time.sleep(0.1)
+            try:
+                return deliver(alerts, self.config(), self.journal(), Path(self.file_sink_path), log, clock, warn)
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def alerting_resource_for(home) -> AlertingResource:
+    """The alerting resource of one home; the routing file is `$GOODPUT_ALERTING`, else the repository's."""
+    file_sink = alerts_path(Path(home))
+    return AlertingResource(
+        config_path=os.environ.get("GOODPUT_ALERTING") or str(DEFAULT_CONFIG),
+        file_sink_path=str(file_sink),
+        journal_path=str(file_sink.with_name("attempts.jsonl")),
+        outbox_path=str(file_sink.with_name("monitor.jsonl")),
+    )
