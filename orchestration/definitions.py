@@ -10,9 +10,8 @@ import checks
 from orchestration.home import goodput_home, raw_root, warehouse_path
 from orchestration.jobs import detect_job, incidents_job
 from orchestration.raw_zone import RawZoneResource
-from orchestration.schedules import detect_every_minute
 from orchestration.sensors import fold_incidents_after_detect, goodput_run_failures, goodput_staleness, incident_alerts
-from orchestration.sensors_sources import late_raw_files
+from orchestration.sensors_raw import raw_zone_detect
 from orchestration.sinks import alerting_resource_for
 from orchestration.thresholds import ThresholdsResource
 from orchestration.warehouse import WarehouseResource
@@ -37,8 +36,7 @@ def build_definitions(home=None) -> dg.Definitions:
         assets=dg.load_assets_from_package_module(assets),
         asset_checks=dg.load_asset_checks_from_package_module(checks),
         jobs=[detect_job, incidents_job],
-        schedules=[detect_every_minute],
-        sensors=[fold_incidents_after_detect, incident_alerts, goodput_run_failures, goodput_staleness, late_raw_files],
+        sensors=[fold_incidents_after_detect, incident_alerts, goodput_run_failures, goodput_staleness, raw_zone_detect],
         resources=resources_for(home or goodput_home()),
     )
 

@@ -20,8 +20,25 @@ DAGSTER_YAML = """\
 concurrency:
   pools:
     default_limit: 1
+  # issue 15: at most one detect run per hour partition queued or running (the raw-zone sensor
+  # also waits for it); a newer request for the same hour waits in the queue, not beside it.
+  runs:
+    tag_concurrency_limits:
+      - key: "dagster/partition"
+        value:
+          applyLimitPerUniqueValue: true
+        limit: 1
 telemetry:
   enabled: false
+# issue 15: the daemon's tick history stays bounded (a sensor ticks every 30 s: ~2,900 ticks a day).
+retention:
+  schedule:
+    purge_after_days: 7
+  sensor:
+    purge_after_days:
+      skipped: 1
+      failure: 7
+      success: 7
 """
 
 
