@@ -201,8 +201,9 @@ def ingest_partition(
     }
     # The parse fills a temporary table before the transaction (it writes nothing durable), so that a
     # file read_text refuses (not UTF-8) can be retried without aborting the transaction.
-    in_duckdb = [str(f) for f in files if not _GLOB.search(str(f))]
-    by_python = [f for f in files if _GLOB.search(str(f))]
+    # a compressed hour (.jsonl.zst) is read in Python too: read_text does not decompress
+    in_duckdb = [str(f) for f in files if not _GLOB.search(str(f)) and not f.name.endswith(".zst")]
+    by_python = [f for f in files if _GLOB.search(str(f)) or f.name.endswith(".zst")]
     if fast and in_duckdb and not by_python and not params["keep_raw"]:
         clean = _ingest_clean(con, source.table, fields, required, in_duckdb, file_stats, params)
         if clean is not None:

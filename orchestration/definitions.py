@@ -9,6 +9,7 @@ import assets
 import checks
 from orchestration.home import goodput_home, raw_root, warehouse_path
 from orchestration.jobs import detect_job, incidents_job
+from orchestration.maintenance_schedule import maintenance_daily, maintenance_job
 from orchestration.raw_zone import RawZoneResource
 from orchestration.sensors import fold_incidents_after_detect, goodput_run_failures, goodput_staleness, incident_alerts
 from orchestration.sensors_raw import raw_zone_detect
@@ -35,7 +36,8 @@ def build_definitions(home=None) -> dg.Definitions:
     return dg.Definitions(
         assets=dg.load_assets_from_package_module(assets),
         asset_checks=dg.load_asset_checks_from_package_module(checks),
-        jobs=[detect_job, incidents_job],
+        jobs=[detect_job, incidents_job, maintenance_job],
+        schedules=[maintenance_daily],   # detection is event-driven: sensors_raw.raw_zone_detect
         sensors=[fold_incidents_after_detect, incident_alerts, goodput_run_failures, goodput_staleness, raw_zone_detect],
         resources=resources_for(home or goodput_home()),
     )

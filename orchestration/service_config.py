@@ -10,6 +10,7 @@
       raw_days: 14                # per-step and per-sample rows
       minutes_days: 400           # per-minute series, findings and incidents
       compress_after_days: 1      # raw-zone hours older than this are compressed to .jsonl.zst
+      runs_days: 30               # Dagster runs (and their event logs) kept this long
 
 A key that is not one of these is an error naming the file and the key.
 """
@@ -40,6 +41,7 @@ class RetentionSettings(_Strict):
     raw_days: float = Field(14.0, gt=0)
     minutes_days: float = Field(400.0, gt=0)
     compress_after_days: float = Field(1.0, ge=0)
+    runs_days: float = Field(30.0, gt=0)
 
 
 class ServiceSettings(_Strict):

@@ -19,10 +19,11 @@ def test_definitions_load_with_assets_checks_jobs_and_sensors():
     assert {c.name for c in graph.asset_check_keys} == {s.name for s in REGISTRY}
     assert {"detect", "fold_incidents"} <= {j.name for j in defs.resolve_all_job_defs()}
     assert defs.resolve_sensor_def("incident_alerts") and defs.resolve_sensor_def("raw_zone_detect")
-    assert not defs.schedules   # event-driven: the raw-zone sensor, not a clock (issue 15)
+    # event-driven: the raw-zone sensor, not a clock (issue 15); the one schedule is the daily maintenance
+    assert [s.job_name for s in defs.schedules] == ["maintenance"]
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
-        assert node.group_name in {"ingest", "baselines", "checkpoints", "incidents"} and node.description, key
+        assert node.group_name in {"ingest", "baselines", "checkpoints", "incidents", "maintenance"} and node.description, key
         # Writers of the warehouse share its pool; prometheus_pull writes raw-zone files only.
         assert node.pools == (set() if key.to_user_string() == "prometheus_pull" else {"warehouse"}), key
 
