@@ -25,6 +25,7 @@ import pickle
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from assets import incidents as full
@@ -77,16 +78,16 @@ def fold_incrementally(con: duckdb.DuckDBPyConnection, lifecycle: full.Lifecycle
     evaluations = sql.frame(con, "incidents/evaluations")
     spans = full.evaluated_spans(evaluations, lifecycle.window_seconds)
     merged = digests.merge(state, on=KEY, how="outer", suffixes=("", "_was"), indicator=True)
-    dirty_mask = (merged["_merge"] == "left_only") | (
-        (merged["_merge"] == "both")
-        & ((merged["digest"] != merged["digest_was"]) | (merged["n"] != merged["findings"])
-           | (merged["config"] != config)))
-    both_clean = (merged["_merge"] == "both") & ~dirty_mask
-    recheck = [not _still(r.resolution, r.signal, spans, gap) for r in merged[both_clean].itertuples()]
-    dirty_mask.loc[merged.index[both_clean]] = recheck
-    dirty = merged[dirty_mask][KEY]
-    dropped = merged[merged["_merge"] == "right_only"][KEY]
-    kept = merged[(merged["_merge"] == "both") & ~dirty_mask][KEY]
+    status = merged["_merge"].astype(str).to_numpy()
+    changed = ((merged["digest"] != merged["digest_was"]) | (merged["n"] != merged["findings"])
+               | (merged["config"] != config)).to_numpy(dtype=bool)
+    dirty_flags = (status == "left_only") | ((status == "both") & changed)
+    for i in np.flatnonzero((status == "both") & ~dirty_flags):   # would an incident resolve differently now?
+        row = merged.iloc[i]
+        dirty_flags[i] = not _still(row["resolution"], row["signal"], spans, gap)
+    dirty = merged.loc[dirty_flags, KEY].reset_index(drop=True)
+    dropped = merged.loc[status == "right_only", KEY].reset_index(drop=True)
+    kept = merged.loc[(status == "both") & ~dirty_flags, KEY].reset_index(drop=True)
     # 1. the changed groups, folded again
     con.register("dirty_groups", dirty.rename(columns={"entity_type": "group_type", "entity_id": "group_id"}))
     try:

@@ -3,7 +3,7 @@ otherwise; one run per partition at a time; repeated ticks (a daemon restarted w
 ask for the same run keys, and the late file of an old hour is ingested once."""
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import dagster as dg
@@ -100,3 +100,55 @@ def test_many_new_hours_are_requested_oldest_first_and_bounded(small_home, resou
     second, cursor = tick(instance, resources, cursor)
     assert [r.partition_key for r in first + second] == [HOUR0, HOUR1]
     assert tick(instance, resources, cursor)[0] == []
+
+
+def test_a_daemon_killed_mid_stream_loses_and_duplicates_nothing(small_home, tmp_path, instance):
+    """The raw zone grows in four appends; at some ticks the daemon dies before it stores the tick
+    (the next tick starts from the old cursor). Every run Dagster would launch (a run key once) is
+    executed; the warehouse ends as one whole-hour read of the final files leaves it."""
+    import random
+
+    from assets.ingest import SOURCES
+    from assets.ingest_incremental import ingest_hour
+    from orchestration.raw_zone import RawZoneResource
+
+    staged = {p: p.read_bytes() for p in sorted((small_home / "raw").rglob("*.jsonl"))}
+    for path in staged:
+        path.write_bytes(b"")
+    home_resources = resources_for(small_home)
+    rng = random.Random(7)
+    launched: set[str] = set()
+    cursor = None
+    for step in range(1, 5):
+        for path, data in staged.items():
+            cut = len(data) * step // 4 if step < 4 else len(data)
+            with open(path, "r+b") as out:   # append the next quarter (a line may be cut in two)
+                out.seek(0, 2)
+                out.write(data[out.tell():cut])
+        requests, new_cursor = tick(instance, home_resources, cursor)
+        for request in requests:
+            if request.run_key in launched:      # Dagster launches a run key once
+                continue
+            launched.add(request.run_key)
+            ingest(small_home, request.partition_key, instance)
+        cursor = cursor if rng.random() < 0.5 and step < 4 else new_cursor   # killed before storing the tick
+    requests, cursor = tick(instance, home_resources, cursor)
+    for request in requests:
+        if request.run_key not in launched:
+            launched.add(request.run_key)
+            ingest(small_home, request.partition_key, instance)
+    assert tick(instance, home_resources, cursor)[0] == []
+    whole = WarehouseResource(path=str(tmp_path / "whole.duckdb"))
+    zone = RawZoneResource(root=str(small_home / "raw"))
+    with whole.connect() as con:
+        for key in (HOUR0, HOUR1):
+            start = datetime.strptime(key, "%Y-%m-%d-%H:%M")
+            for source in SOURCES:
+                ingest_hour(con, source, zone.files(source.folder, start), start, start + timedelta(hours=1), False)
+    for table in ("gpu_samples", "training_steps", "serving_metrics", "quarantine"):
+        order = "source, file, line" if table == "quarantine" else "source_file, source_line"
+        with WarehouseResource(path=str(small_home / "warehouse.duckdb")).connect(read_only=True) as con:
+            got = con.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+        with whole.connect(read_only=True) as con:
+            want = con.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+        assert got == want, table
