@@ -9,7 +9,8 @@ newline is read again with the bytes that complete it), inserts them, and moves 
 re-run at the same offsets reads nothing; a repeated read is replaced, never duplicated.
 
 The whole hour is read instead (assets/ingest.py, which replaces it) when the hour was never read,
-when a file shrank or its bytes before the offset changed (rewritten, truncated), when a file that
+when a file shrank, its bytes before the offset changed, or it was written again at the same size
+(rewritten, truncated), when a file that
 was read is gone or compressed, or when a file name needs the Python reader; offsets are then
 recorded from the sizes seen before that read, so a file that grew during it is read again from
 there, not skipped.
@@ -93,6 +94,9 @@ def plan(con: duckdb.DuckDBPyConnection, source: RawSource, files: list[Path], s
         offset = int(row.consumed_bytes)
         if stat.st_size < offset or tail_digest(path, offset) != row.tail_digest:
             return None
+        if stat.st_size == int(row.size_bytes) and pd.notna(row.logged_modified_ns) \
+                and stat.st_mtime_ns != int(row.logged_modified_ns):
+            return None   # written again at the same size: not an append
         if stat.st_size != int(row.size_bytes):
             work.append(Work(path, offset, int(row.line_count), stat.st_size, stat.st_mtime_ns))
     if set(known) - seen:

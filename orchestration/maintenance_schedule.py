@@ -4,7 +4,7 @@ compaction, bounded run history. The only schedule: detection is event-driven (o
 import dagster as dg
 
 maintenance_job = dg.define_asset_job(
-    "maintenance", selection=dg.AssetSelection.assets("maintenance"), executor_def=dg.in_process_executor,
+    "daily_maintenance", selection=dg.AssetSelection.assets("maintenance"), executor_def=dg.in_process_executor,
     description="Retention, zstd compression of old raw-zone hours, DuckDB compaction, old Dagster runs deleted.")
 
 

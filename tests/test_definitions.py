@@ -20,7 +20,7 @@ def test_definitions_load_with_assets_checks_jobs_and_sensors():
     assert {"detect", "fold_incidents"} <= {j.name for j in defs.resolve_all_job_defs()}
     assert defs.resolve_sensor_def("incident_alerts") and defs.resolve_sensor_def("raw_zone_detect")
     # event-driven: the raw-zone sensor, not a clock (issue 15); the one schedule is the daily maintenance
-    assert [s.job_name for s in defs.schedules] == ["maintenance"]
+    assert [s.job_name for s in defs.schedules] == ["daily_maintenance"]
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
         assert node.group_name in {"ingest", "baselines", "checkpoints", "incidents", "maintenance"} and node.description, key
