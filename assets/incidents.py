@@ -38,7 +38,7 @@ from assets import triage
 from checks.registry import REGISTRY, TIERS, SignalRegistry
 from orchestration import sql
 from orchestration.sinks import AlertJournal, journal_path, mirror_journal
-from orchestration.warehouse import POOL, WarehouseResource, transaction
+from orchestration.warehouse import POOL, WarehouseResource
 
 INCIDENT_COLUMNS = (
     "incident_id", "signal", "family", "tier", "status", "title", "onset", "opened", "last_seen", "resolved",
@@ -173,6 +173,15 @@ def fold(findings: pd.DataFrame, evaluations: pd.DataFrame, lifecycle: Lifecycle
     """(incidents, transitions) from findings, clearings (the evidence that a fault is over; none
     given: nothing resolves) and evaluation marks (and the endpoints' version history,
     `serving_versions`, for the triage of serving and quality incidents); deterministic in its inputs."""
+    incidents, transitions = fold_groups(findings, evaluations, lifecycle, registry, clearings)
+    return finish(incidents, lifecycle, versions, triage_window_seconds), transitions
+
+
+def fold_groups(findings: pd.DataFrame, evaluations: pd.DataFrame, lifecycle: Lifecycle = Lifecycle(),
+                registry: SignalRegistry = REGISTRY, clearings: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The per-(signal, entity) part of the fold: each group's incidents (not yet correlated or
+    triaged) and transitions; a group's rows depend on its findings, its clearings and its signal's
+    evaluations only (assets/incidents_incremental.py folds only the groups that changed)."""
     spans = evaluated_spans(evaluations, lifecycle.window_seconds)
     incidents, transitions = [], []
     if findings.empty:
@@ -188,11 +197,18 @@ def fold(findings: pd.DataFrame, evaluations: pd.DataFrame, lifecycle: Lifecycle
                                 spans.get(signal_name, []), cleared.get((signal_name, entity_type, entity_id)), lifecycle)
         incidents.extend(inc)
         transitions.extend(trans)
-    out = pd.DataFrame(incidents, columns=list(INCIDENT_COLUMNS))
-    out["correlation_id"] = correlate(out, lifecycle.gap)
+    return pd.DataFrame(incidents, columns=list(INCIDENT_COLUMNS)), pd.DataFrame(transitions, columns=list(TRANSITION_COLUMNS))
+
+
+def finish(incidents: pd.DataFrame, lifecycle: Lifecycle, versions: pd.DataFrame | None = None,
+           triage_window_seconds: float = triage.WINDOW_SECONDS, correlation=None) -> pd.DataFrame:
+    """Correlate every group's incidents, then triage the serving and quality ones (both need them all)."""
+    if incidents.empty:
+        return incidents
+    out = incidents.copy()
+    out["correlation_id"] = (correlation or correlate)(out, lifecycle.gap)
     # after correlating: the version's training run must not tie a serving incident to that run's own
-    out = triage.apply(out, versions, triage_window_seconds)
-    return out, pd.DataFrame(transitions, columns=list(TRANSITION_COLUMNS))
+    return triage.apply(out, versions, triage_window_seconds)
 
 
 def _clearings_by_group(clearings: pd.DataFrame | None) -> dict[tuple[str, str, str], pd.DataFrame]:
@@ -390,25 +406,26 @@ def incidents(context: dg.AssetExecutionContext, config: IncidentsConfig, wareho
     resolved, reopened as a new episode), tier and why, owner, playbook with the evidence filled in,
     lineage (run, ranks, hosts, GPUs, last checkpoint), GPU-hours burned since onset and a
     correlation id. Re-running reproduces the same incidents with the same ids."""
+    from assets.incidents_incremental import fold_incrementally, store  # (imports this module)
+
     with warehouse.connect() as con:
-        findings = sql.frame(con, "incidents/findings")
-        evaluations = sql.frame(con, "incidents/evaluations")
-        clearings = sql.frame(con, "incidents/clearings")
+        # only the (signal, entity) groups whose findings, clearings or resolution changed are folded (issue 15)
         versions = sql.frame(con, "incidents/serving_versions")
-        folded, transitions = fold(findings, evaluations, config.lifecycle(), versions=versions,
-                                   triage_window_seconds=config.triage_window_seconds, clearings=clearings)
-        with transaction(con, new_incidents=folded, new_transitions=transitions):
-            sql.run(con, "incidents/replace")
+        folded, transitions, counts = fold_incrementally(con, config.lifecycle(), versions, config.triage_window_seconds)
+        store(con, folded, transitions, counts.pop("_state"))
         # the fold holds the write lock anyway: log delivery attempts a sensor could not mirror
         mirrored = mirror_journal(con, AlertJournal(journal_path(Path(warehouse.path).parent)))
     open_ = folded[folded["status"] == "open"]
     escalated = int((transitions["transition"] == "escalated").sum()) if not transitions.empty else 0
-    context.log.info(f"{len(folded)} incident(s), {len(open_)} open, {escalated} escalation(s), from {len(findings)} finding(s)")
+    context.log.info(f"{len(folded)} incident(s), {len(open_)} open, {escalated} escalation(s), from {counts['findings']} finding(s)"
+                     f" ({counts['groups_folded']} of {counts['groups']} group(s) folded)")
     return dg.MaterializeResult(
         metadata={
             "incidents": len(folded),
             "open": len(open_),
-            "findings": len(findings),
+            "findings": counts["findings"],
+            "groups_folded": counts["groups_folded"],
+            "groups_kept": counts["groups_kept"],
             "transitions": len(transitions),
             "alert_attempts_logged": mirrored,
             "gpu_hours_at_risk_open": float(open_["gpu_hours_at_risk"].sum()) if not open_.empty else 0.0,

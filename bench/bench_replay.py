@@ -56,7 +56,7 @@ def load() -> str:
         return "load average unknown"
 
 
-def run_one(path: Path, root: Path, schedule: str, tail: float) -> dict:
+def run_one(path: Path, root: Path, sensor: str, tail: float) -> dict:
     from orchestration.cli import use_home
     from orchestration.replay import replay
     from simulator import load_scenario, simulate
@@ -73,7 +73,7 @@ def run_one(path: Path, root: Path, schedule: str, tail: float) -> dict:
     def progress(i: int, total: int, line: str) -> None:
         print(f"  [{i}/{total}] {line}", file=sys.stderr, flush=True)
 
-    result = replay(staging, home, scenario.start, scenario.end, schedule_name=schedule,
+    result = replay(staging, home, scenario.start, scenario.end, sensor_name=sensor,
                     tail=timedelta(minutes=tail), progress=progress)
     return {"name": scenario.name, "path": str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path),
             "result": result, "simulate_s": simulated, "replay_s": time.monotonic() - t0,
@@ -86,7 +86,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one tiny scenario (seconds; CI)")
     parser.add_argument("--scenario", action="append", help="scenario file(s) (default: bench/scenarios/replay_tiers.yaml)")
-    parser.add_argument("--schedule", default="detect_every_minute", help="the schedule to replay")
+    parser.add_argument("--sensor", default="raw_zone_detect", help="the sensor to replay")
     parser.add_argument("--tail", type=float, default=15.0, help="minutes to keep ticking after each scenario ends")
     parser.add_argument("--keep", help="keep the staging folders and homes here (default: a temporary folder)")
     parser.add_argument("--out", help="write the tables as JSON here")
@@ -94,7 +94,7 @@ def main() -> int:
 
     paths = [Path(p) for p in args.scenario] if args.scenario else (QUICK if args.quick else FULL)
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="goodput-bench-replay-"))
-    runs = [run_one(p, root, args.schedule, 1.0 if args.quick else args.tail) for p in paths]
+    runs = [run_one(p, root, args.sensor, 1.0 if args.quick else args.tail) for p in paths]
 
     faults = pd.concat([r["result"].faults.assign(scenario=r["name"]) for r in runs], ignore_index=True)
     ticks = pd.concat([r["result"].ticks.assign(scenario=r["name"]) for r in runs], ignore_index=True)
@@ -111,7 +111,7 @@ def main() -> int:
         "false alarms": int(r["result"].incidents["false_alarm"].sum()),
     } for r in runs])
 
-    print(f"# Replay under the real schedule: {first.schedule} ({first.cron})")
+    print(f"# Replay under the real sensor: {first.schedule} ({first.cron})")
     print(f"machine: {machine()}; {runs[0]['load_before']} before, {runs[-1]['load_after']} after")
     print("data latency: " + ", ".join(f"{k} {v:g} s" for k, v in first.latency.items()))
     print("\n## Scenarios\n")

@@ -8,10 +8,10 @@ import assets
 import checks
 from orchestration.home import goodput_home, raw_root, warehouse_path
 from orchestration.jobs import detect_job, incidents_job
+from orchestration.maintenance_schedule import maintenance_daily, maintenance_job
 from orchestration.raw_zone import RawZoneResource
-from orchestration.schedules import detect_every_minute
 from orchestration.sensors import fold_incidents_after_detect, goodput_run_failures, goodput_staleness, incident_alerts
-from orchestration.sensors_sources import late_raw_files
+from orchestration.sensors_raw import raw_zone_detect
 from orchestration.sinks import alerting_resource_for
 from orchestration.thresholds import ThresholdsResource
 from orchestration.warehouse import WarehouseResource
@@ -34,9 +34,9 @@ def build_definitions(home=None) -> dg.Definitions:
     return dg.Definitions(
         assets=dg.load_assets_from_package_module(assets),
         asset_checks=dg.load_asset_checks_from_package_module(checks),
-        jobs=[detect_job, incidents_job],
-        schedules=[detect_every_minute],
-        sensors=[fold_incidents_after_detect, incident_alerts, goodput_run_failures, goodput_staleness, late_raw_files],
+        jobs=[detect_job, incidents_job, maintenance_job],
+        schedules=[maintenance_daily],   # detection is event-driven: sensors_raw.raw_zone_detect
+        sensors=[fold_incidents_after_detect, incident_alerts, goodput_run_failures, goodput_staleness, raw_zone_detect],
         resources=resources_for(home or goodput_home()),
     )
 

@@ -20,6 +20,14 @@ DAGSTER_YAML = """\
 concurrency:
   pools:
     default_limit: 1
+  # issue 15: at most one detect run per hour partition queued or running (the raw-zone sensor
+  # also waits for it); a newer request for the same hour waits in the queue, not beside it.
+  runs:
+    tag_concurrency_limits:
+      - key: "dagster/partition"
+        value:
+          applyLimitPerUniqueValue: true
+        limit: 1
 # A run killed while it holds the slot (SIGKILL, OOM) must not keep it: the daemon marks dead run
 # workers failed and frees a finished run's slots; every Goodput run also frees dead runs' slots
 # at start-up (orchestration/instance.py).
@@ -30,6 +38,15 @@ run_monitoring:
   free_slots_after_run_end_seconds: 30
 telemetry:
   enabled: false
+# issue 15: the daemon's tick history stays bounded (a sensor ticks every 30 s: ~2,900 ticks a day).
+retention:
+  schedule:
+    purge_after_days: 7
+  sensor:
+    purge_after_days:
+      skipped: 1
+      failure: 7
+      success: 7
 """
 
 

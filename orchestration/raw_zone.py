@@ -24,6 +24,16 @@ def hour_dir(root: Path, source: str, hour: datetime) -> Path:
     return root / source / hour.strftime("%Y-%m-%d") / hour.strftime("%H")
 
 
+def read_raw_bytes(path: Path) -> bytes:
+    """A raw file's bytes; a `.jsonl.zst` (an old hour the maintenance compressed) decompressed."""
+    if path.name.endswith(".zst"):
+        import zstandard
+
+        with open(path, "rb") as fh:
+            return zstandard.ZstdDecompressor().stream_reader(fh).read()
+    return path.read_bytes()
+
+
 def read_lines(files: list[Path]) -> pd.DataFrame:
     """Every line of `files` as rows (file, line, raw, complete, utf8), read in Python: the ingest
     uses it only for the files DuckDB's read_text cannot take (not UTF-8, or a glob-like name). `complete` is False for a
@@ -31,7 +41,7 @@ def read_lines(files: list[Path]) -> pd.DataFrame:
     a line that is not valid UTF-8 (kept with replacement characters, for the quarantine)."""
     files_col, lines_col, raw_col, complete_col, utf8_col = [], [], [], [], []
     for path in files:
-        data = path.read_bytes()
+        data = read_raw_bytes(path)
         if not data:
             continue
         chunks = data.split(b"\n")
@@ -81,7 +91,8 @@ class RawZoneResource(dg.ConfigurableResource):
             return [], []
         real_root = root.resolve()
         files, skipped = [], []
-        for path in sorted(folder.glob("*.jsonl")):
+        # `.jsonl.zst`: an hour compressed by the daily maintenance (issue 15)
+        for path in sorted([*folder.glob("*.jsonl"), *folder.glob("*.jsonl.zst")]):
             try:
                 target = path.resolve(strict=True)
                 regular = target.is_file()

@@ -1,16 +1,18 @@
-"""Replay: detection delay as a user sees it, under the real schedule, in simulated time.
+"""Replay: detection delay as a user sees it, under the real raw-zone sensor, in simulated time.
 
-A scenario is simulated into a staging folder. A replay clock then walks simulated time over the
-`detect` schedule's own cron ticks. Before each tick it appends to the home's raw zone every staged
-line whose data has arrived by then (its time plus its source's data latency: the NVML agent
-flushes every 10 s, the training client writes each step as it ends), to the same hour files, in
-the same order, append only, so that the raw zone grows as a producer's would. At each tick it
-evaluates the real schedule (`build_schedule_context` at the tick's time), executes every run
-request it yields through the real `detect` job on a real Dagster instance (as `goodput demo`
-does), then `fold_incidents` (as the run-status sensor would), and notes when each injected fault
-first had a matching incident (the shared scorer's match): the tick's simulated time plus the
-wall time its runs took. That is the delay a user sees: data latency + the schedule's cadence +
-the signal's detection window + the runs' own time.
+A scenario is simulated into a staging folder. A replay clock then walks simulated time one
+sensor tick at a time (`CADENCE`, one a minute: the daemon ticks the sensor every 30 s or more).
+Before each tick it appends to the home's raw zone every staged line whose data has arrived by
+then (its time plus its source's data latency: the NVML agent flushes every 10 s, the training
+client writes each step as it ends), to the same hour files, in the same order, append only, so
+that the raw zone grows as a producer's would. At each tick it evaluates the real sensor
+`raw_zone_detect` (`build_sensor_context` with its cursor, its clock at the tick's time), executes
+every run request it yields through the real `detect` job on a real Dagster instance (as `goodput
+demo` does), then `fold_incidents` (as the run-status sensor would), and notes when each injected
+fault first had a matching incident (the shared scorer's match): the tick's simulated time plus the
+wall time its runs took. That is the delay a user sees: data latency + the sensor's cadence + the
+signal's detection window + the runs' own time. Each tick's CPU time (this process: the runs
+execute in it) is recorded, so a tick's cost can be held to the data it read.
 
 Checkpoints grow too (`GrowingCheckpoints`). The simulator writes a run's real checkpoint files into
 the staging folder (`<staging>/checkpoints/<run>/step-NNNNNN/`) and its `checkpoint_saved` lineage
@@ -65,6 +67,7 @@ DEFAULT_LATENCY_S: dict[str, float] = {
 }
 
 # What each tier's delay is held to (seconds): SEV1 stalls burn a whole job's GPUs by the minute.
+CADENCE = "* * * * *"          # the replayed sensor ticks: one a minute of simulated time
 TARGETS = {"SEV1": 5 * 60.0, "SEV2": 30 * 60.0, "SEV3": 24 * 3600.0}
 TIER_ORDER = ("SEV1", "SEV2", "SEV3")
 
@@ -257,66 +260,77 @@ def _aware(moment) -> datetime:
 
 
 def replay(staging: Path, home: Path, start, end, *, instance=None, latency: dict[str, float] | None = None,
-           schedule_name: str = "detect_every_minute", tail: timedelta = timedelta(minutes=15),
+           sensor_name: str = "raw_zone_detect", tail: timedelta = timedelta(minutes=15),
            progress: Callable[[int, int, str], None] | None = None) -> ReplayResult:
     """Grow `home`'s raw zone from `staging`'s over [start, end + tail) in simulated time, running
-    the real schedule's ticks; `staging` holds a simulated raw zone and its ground_truth.jsonl.
+    the real sensor's ticks; `staging` holds a simulated raw zone and its ground_truth.jsonl.
     `progress(i, total, line)` is called after each tick."""
     import dagster as dg
 
+    from orchestration import sensors_raw
     from orchestration.cli import _read_incidents
-    from orchestration.definitions import build_definitions
+    from orchestration.definitions import build_definitions, resources_for
     from orchestration.home import raw_root
     from orchestration.scoring import load_truth, match
 
     start, stop = _aware(start), _aware(end) + tail
     instance = instance or dg.DagsterInstance.get()
     defs = build_definitions(home)
-    schedule = defs.resolve_schedule_def(schedule_name)
-    repository = defs.get_repository_def()
-    detect = defs.resolve_job_def(schedule.job_name)
+    sensor = defs.resolve_sensor_def(sensor_name)
+    resources = resources_for(home)
+    detect = defs.resolve_job_def(sensor.job_name)
     fold = defs.resolve_job_def("fold_incidents")
     truth = load_truth(staging / "ground_truth.jsonl")
     raw = GrowingRawZone(raw_root(staging), raw_root(home), latency)
     checkpoints = GrowingCheckpoints(staging, home, raw)
-    ticks = schedule_ticks(schedule.cron_schedule, schedule.execution_timezone or "UTC", start, stop)
+    ticks = schedule_ticks(CADENCE, "UTC", start, stop)
     first_seen: dict[int, tuple[datetime, list[str]]] = {}
     incident_seen: dict[str, datetime] = {}
     incidents = pd.DataFrame()
     tick_rows = []
+    cursor = None
     say = progress or (lambda _i, _n, _line: None)
-    for i, tick in enumerate(ticks, 1):
-        saved = checkpoints.advance(tick)   # the files first, then the lines that name them
-        appended = raw.advance(tick)
-        with dg.build_schedule_context(instance=instance, scheduled_execution_time=tick,
-                                       repository_def=repository) as context:
-            requests = list(schedule.evaluate_tick(context).run_requests or [])
-        t0 = time.monotonic()
-        failed = []
-        for request in requests:
-            result = detect.execute_in_process(partition_key=request.partition_key, instance=instance,
-                                               run_config=QUIET, tags=request.tags, raise_on_error=False)
-            if not result.success:
-                failed.append(request.partition_key)
-        if requests:  # the run-status sensor folds incidents after each successful detect run
-            fold.execute_in_process(instance=instance, run_config=QUIET)
-        wall = time.monotonic() - t0
-        seen_at = tick + timedelta(seconds=wall)
-        if requests:
-            incidents, _counts = _read_incidents(home)
-            for incident_id in incidents["incident_id"]:
-                incident_seen.setdefault(incident_id, seen_at)
-            matched = match(truth, incidents)
-            for row in matched.itertuples():
-                if row.detected and row.Index not in first_seen:
-                    first_seen[row.Index] = (seen_at, list(row.incident_ids))
-        tick_rows.append({"tick": tick, "runs": len(requests), "partitions": [r.partition_key for r in requests],
-                          "failed": failed, "lines_appended": appended, "checkpoints_copied": saved, "wall_s": wall,
-                          "faults_seen": len(first_seen)})
-        say(i, len(ticks), f"{tick:%Y-%m-%d %H:%M} {len(requests)} run(s) {wall:4.1f}s, "
-            f"{appended:,} lines appended, {len(first_seen)}/{len(truth)} faults seen"
-            + (f", {saved} checkpoint(s) copied" if saved else "")
-            + (f", FAILED {', '.join(failed)}" if failed else ""))
+    clock = sensors_raw.utcnow
+    try:
+        for i, tick in enumerate(ticks, 1):
+            saved = checkpoints.advance(tick)   # the files first, then the lines that name them
+            appended = raw.advance(tick)
+            cpu0 = time.process_time()
+            sensors_raw.utcnow = lambda tick=tick: tick
+            with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor,
+                                         repository_def=defs.get_repository_def()) as context:
+                result = sensor.evaluate_tick(context)
+                cursor = context.cursor
+            requests = list(result.run_requests or [])
+            t0 = time.monotonic()
+            failed = []
+            for request in requests:
+                done = detect.execute_in_process(partition_key=request.partition_key, instance=instance,
+                                                 run_config=QUIET, tags=request.tags, raise_on_error=False)
+                if not done.success:
+                    failed.append(request.partition_key)
+            if requests:  # the run-status sensor folds incidents after each successful detect run
+                fold.execute_in_process(instance=instance, run_config=QUIET)
+            wall = time.monotonic() - t0
+            cpu = time.process_time() - cpu0
+            seen_at = tick + timedelta(seconds=wall)
+            if requests:
+                incidents, _counts = _read_incidents(home)
+                for incident_id in incidents["incident_id"]:
+                    incident_seen.setdefault(incident_id, seen_at)
+                matched = match(truth, incidents)
+                for row in matched.itertuples():
+                    if row.detected and row.Index not in first_seen:
+                        first_seen[row.Index] = (seen_at, list(row.incident_ids))
+            tick_rows.append({"tick": tick, "runs": len(requests), "partitions": [r.partition_key for r in requests],
+                              "failed": failed, "lines_appended": appended, "checkpoints_copied": saved, "wall_s": wall,
+                              "cpu_s": cpu, "faults_seen": len(first_seen)})
+            say(i, len(ticks), f"{tick:%Y-%m-%d %H:%M} {len(requests)} run(s) {wall:4.1f}s, "
+                f"{appended:,} lines appended, {len(first_seen)}/{len(truth)} faults seen"
+                + (f", {saved} checkpoint(s) copied" if saved else "")
+                + (f", FAILED {', '.join(failed)}" if failed else ""))
+    finally:
+        sensors_raw.utcnow = clock
     checkpoints.finish()   # staged checkpoint files no lineage line names: after the last tick
     # An incident that matches no injected fault (the shared scorer's match) is a false alarm.
     explained = {i for ids in match(truth, incidents)["incident_ids"] for i in ids} if not incidents.empty else set()
@@ -325,7 +339,7 @@ def replay(staging: Path, home: Path, start, end, *, instance=None, latency: dic
         faults=_fault_rows(truth, first_seen, incidents),
         incidents=_incident_rows(incidents, incident_seen).assign(
             false_alarm=lambda f: ~f["incident_id"].isin(explained)),
-        schedule=schedule_name, cron=schedule.cron_schedule, latency=raw.latency,
+        schedule=sensor_name, cron=CADENCE, latency=raw.latency,
     )
 
 

@@ -83,6 +83,15 @@ def incident_transitions(warehouse: WarehouseResource) -> list[dict]:
             return []    # a warehouse from before migration 003: the next run migrates it
 
 
+def transitions_digest(warehouse: WarehouseResource) -> str:
+    """A digest of every incident transition (read-only; may raise WarehouseBusy / WarehouseMissing)."""
+    with warehouse.connect(read_only=True, wait_seconds=0) as con:
+        try:
+            return "/".join(str(v) for v in sql.run(con, "alerts/transitions_digest").fetchone())
+        except duckdb.CatalogException:
+            return ""
+
+
 def _latest_fold_run(instance: dg.DagsterInstance) -> str | None:
     event = instance.get_latest_materialization_event(dg.AssetKey("incidents"))
     return event.run_id if event else None
@@ -120,10 +129,15 @@ def incident_alerts(context: dg.SensorEvaluationContext, warehouse: WarehouseRes
     """Deliver each incident transition (opened, escalated, resolved), and each alert about Goodput
     itself, once to every sink its tier and owner route it to; failing sinks are retried with backoff."""
     state = json.loads(context.cursor) if context.cursor and context.cursor.startswith("{") else {}
+    digest = None
     try:
-        alerts = incident_transitions(warehouse)
+        # the cursor (issue 15): the transitions are read again only when they changed or a delivery waits
+        digest = transitions_digest(warehouse) + "|" + hashlib.sha1(repr(alerting.config()).encode()).hexdigest()[:12]
+        alerts = [] if digest == state.get("transitions") and state.get("settled") else incident_transitions(warehouse)
+    except AlertingConfigError as error:
+        return dg.SkipReason(str(error))
     except (WarehouseBusy, WarehouseMissing) as reason:
-        alerts = []
+        alerts, digest = [], None
         if not alerting.monitor_alerts():
             return dg.SkipReason(str(reason))
     try:
@@ -132,8 +146,12 @@ def incident_alerts(context: dg.SensorEvaluationContext, warehouse: WarehouseRes
             alert["dagster_run_url"] = run_url
         everything = sorted(alerts + alerting.monitor_alerts(), key=lambda a: (a.get("transition_at") or "", a["incident_id"]))
         message = run_alerts(context, alerting, everything)
+        settled = not alerting.pending(alerts)
     except AlertingConfigError as error:
         return dg.SkipReason(str(error))
+    if digest is not None and (alerts or not state.get("settled")):
+        state.update(transitions=digest, settled=settled)
+        context.update_cursor(json.dumps(state))
     # mirror the journal only when it grew since the last mirror: an idle tick takes no write lock
     journaled = len(alerting.journal().attempts())
     if journaled != state.get("mirrored"):
@@ -238,10 +256,19 @@ def goodput_staleness(context: dg.SensorEvaluationContext, warehouse: WarehouseR
     now = utcnow()
     state = json.loads(context.cursor) if context.cursor else {"since": now, "open": {}}
     monitor = alerting.config().monitor
+    raw_last, detect_last = newest_raw_arrival(Path(raw_zone.root)), last_detect_success(context.instance)
+    # Detection is event-driven (issue 15): with no raw data newer than the last detect run there is
+    # nothing to detect, so it is fresh; otherwise it is stale once data has waited `after` seconds.
+    if raw_last is None or (detect_last is not None and raw_last <= detect_last):
+        state.pop("waiting_since", None)
+        detect_basis = now
+    else:
+        state.setdefault("waiting_since", now)
+        detect_basis = max(detect_last if detect_last is not None else state["since"], state["waiting_since"])
     watched = {
-        "detect": (last_detect_success(context.instance), monitor.stale_detect_after_seconds,
+        "detect": (detect_basis, monitor.stale_detect_after_seconds,
                    "no detect run has completed", "goodput_stale_detect"),
-        "raw": (newest_raw_arrival(Path(raw_zone.root)), monitor.stale_raw_after_seconds,
+        "raw": (raw_last, monitor.stale_raw_after_seconds,
                 "no raw data has arrived", "goodput_stale_raw"),
     }
     notes = []

@@ -5,8 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import dagster as dg
-
 from orchestration.definitions import defs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -20,10 +18,12 @@ def test_definitions_load_with_assets_checks_jobs_and_sensors():
 
     assert {c.name for c in graph.asset_check_keys} == {s.name for s in REGISTRY}
     assert {"detect", "fold_incidents"} <= {j.name for j in defs.resolve_all_job_defs()}
-    assert defs.resolve_sensor_def("incident_alerts") and defs.resolve_schedule_def("detect_every_minute")
+    assert defs.resolve_sensor_def("incident_alerts") and defs.resolve_sensor_def("raw_zone_detect")
+    # event-driven: the raw-zone sensor, not a clock (issue 15); the one schedule is the daily maintenance
+    assert [s.job_name for s in defs.schedules] == ["daily_maintenance"]
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
-        assert node.group_name in {"ingest", "baselines", "checkpoints", "incidents"} and node.description, key
+        assert node.group_name in {"ingest", "baselines", "checkpoints", "incidents", "maintenance"} and node.description, key
         # Writers of the warehouse share its pool; prometheus_pull writes raw-zone files only.
         assert node.pools == (set() if key.to_user_string() == "prometheus_pull" else {"warehouse"}), key
 
@@ -34,16 +34,3 @@ def test_dagster_definitions_validate_passes(tmp_path):
     done = subprocess.run([str(dagster), "definitions", "validate", "-w", "workspace.yaml"],
                           cwd=REPO, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-
-
-def test_schedule_requests_the_current_hour_and_the_previous_just_after_the_turn():
-    from datetime import datetime, timezone
-
-    schedule = defs.resolve_schedule_def("detect_every_minute")
-    at = datetime(2026, 11, 30, 10, 5, tzinfo=timezone.utc)
-    with dg.build_schedule_context(scheduled_execution_time=at, repository_def=defs.get_repository_def()) as context:
-        keys = [r.partition_key for r in schedule.evaluate_tick(context).run_requests]
-    assert keys == ["2026-11-30-09:00", "2026-11-30-10:00"]
-    with dg.build_schedule_context(scheduled_execution_time=at.replace(minute=35), repository_def=defs.get_repository_def()) as context:
-        keys = [r.partition_key for r in schedule.evaluate_tick(context).run_requests]
-    assert keys == ["2026-11-30-10:00"]

@@ -73,6 +73,7 @@ def test_corrupt_lines_are_quarantined_and_the_rest_lands(tmp_path):
 
 def test_a_failed_write_leaves_the_previous_state(resources, instance, monkeypatch):
     key = "2026-11-30-00:00"
+    monkeypatch.setenv("GOODPUT_INGEST_WHOLE_HOUR", "1")   # re-read the hour whole (incrementally there is nothing new)
     dg.materialize(ingest_assets, resources=resources, partition_key=key, instance=instance)
     before = snapshot(resources["warehouse"])
 

@@ -164,13 +164,14 @@ def test_schedule_ticks_are_the_cron_ticks():
     assert ticks == [T0 + timedelta(minutes=m) for m in (5, 10, 15, 20)]
 
 
-def test_replay_under_the_real_schedule_sees_the_hang_after_data_latency_cadence_and_window(staged, tmp_path, instance):
+def test_replay_under_the_real_sensor_sees_the_hang_after_data_latency_cadence_and_window(staged, tmp_path, instance):
     scenario = load_scenario(QUICK)
     home = tmp_path / "home"
     result = replay(staged, home, scenario.start, scenario.end, instance=instance, tail=timedelta(minutes=1))
-    # every tick of the schedule ran its run requests through the real detect job
+    # every tick of the sensor ran its run requests through the real detect job; data arrives every minute
     assert list(result.ticks["tick"]) == schedule_ticks(result.cron, "UTC", T0, T0 + timedelta(minutes=13))
     assert result.ticks["runs"].min() >= 1 and not any(result.ticks["failed"].map(len))
+    assert result.schedule == "raw_zone_detect"
     (hang,) = result.faults.itertuples()
     assert hang.type == "hang" and hang.tier == "SEV1"
     # seen at a tick, after the detector's window (busy_not_progressing needs minutes of stall) ...
@@ -193,29 +194,6 @@ def test_replay_command_rejects_a_bad_latency_in_one_line(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "goodput: --latency 'gpu_samples': expected SOURCE=SECONDS with SECONDS >= 0, e.g. gpu_samples=10"]
-
-
-def test_the_schedule_does_not_queue_a_second_run_for_an_hour_that_has_one_waiting(tmp_path, instance):
-    import dagster as dg
-
-    from orchestration.definitions import build_definitions
-
-    defs = build_definitions(tmp_path)
-    schedule = defs.resolve_schedule_def("detect_every_minute")
-    at = datetime(2026, 11, 30, 10, 1, tzinfo=timezone.utc)
-
-    def keys() -> list[str]:
-        with dg.build_schedule_context(instance=instance, scheduled_execution_time=at,
-                                       repository_def=defs.get_repository_def()) as context:
-            return [r.partition_key for r in schedule.evaluate_tick(context).run_requests]
-
-    assert keys() == ["2026-11-30-09:00", "2026-11-30-10:00"]   # every minute; the previous hour just after the turn
-    # a run created and not started yet (what a run queued behind the warehouse pool looks like)
-    instance.create_run_for_job(defs.resolve_job_def("detect"), tags={"dagster/partition": "2026-11-30-10:00"},
-                                status=dg.DagsterRunStatus.NOT_STARTED)
-    assert keys() == ["2026-11-30-09:00"]                       # the waiting run will read the newest lines
-    at = at.replace(minute=17)
-    assert keys() == []                                         # nothing to queue: a SkipReason
 
 
 def test_replay_grows_checkpoints_and_sees_the_truncated_one_as_sev1_and_nothing_else(staged_checkpoints, tmp_path,

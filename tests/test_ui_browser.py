@@ -198,9 +198,9 @@ def test_incident_plots_show_the_run_with_its_incident_shaded(page, ui):
     shot(page, "incident_plots.png")
 
 
-def test_schedule_and_sensors_are_on_by_default(page, ui):
+def test_sensors_are_on_by_default(page, ui):
     visit(page, ui, "/automation")
-    for name in ("detect_every_minute", "fold_incidents_after_detect", "incident_alerts"):
+    for name in ("raw_zone_detect", "fold_incidents_after_detect", "incident_alerts"):
         page.get_by_text(name, exact=True).wait_for()
     switches = page.locator("input[type=checkbox][role=switch], input[type=checkbox]")
     page.wait_for_function("document.querySelectorAll('input[type=checkbox]:checked').length >= 3", timeout=WAIT_MS)

@@ -15,6 +15,7 @@ MODULES: list[str] = [
     "replay",
     "imports",
     "backfill",
+    "refold",
 ]
 
 

@@ -1,7 +1,7 @@
-"""`goodput replay --scenario FILE`: detection delay as a user would see it, under the real schedule.
+"""`goodput replay --scenario FILE`: detection delay as a user would see it, under the real sensor.
 
 Simulates the scenario into a staging folder, then grows the home's raw zone from it as simulated
-time passes while the `detect` schedule's ticks run at their cadence through the real Definitions
+time passes while the raw-zone sensor ticks once a minute through the real Definitions
 (orchestration/replay.py). Prints, per tier and per fault type, how long after each fault's onset
 an incident for it first appeared, against the targets (SEV1 5 min, SEV2 30 min, SEV3 a day).
 """
@@ -15,14 +15,14 @@ from pathlib import Path
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("replay", help="replay a scenario in simulated time under the real schedule; report delays per tier")
+    p = sub.add_parser("replay", help="replay a scenario in simulated time under the real sensor; report delays per tier")
     p.add_argument("--scenario", required=True, help="scenario file (YAML or JSON), see docs/scenario.md")
     p.add_argument("--home", help="GOODPUT_HOME to grow (must hold no raw zone yet; default: $GOODPUT_HOME or ./.goodput)")
     p.add_argument("--staging", help="folder for the simulated raw zone (default: a temporary folder, removed after)")
     p.add_argument("--latency", action="append", default=[], metavar="SOURCE=SECONDS",
                    help="data latency of a raw-zone source (repeatable; defaults: gpu_samples=10, training_steps=2, others 0)")
     p.add_argument("--tail", type=float, default=15.0, help="minutes to keep ticking after the scenario ends (default 15)")
-    p.add_argument("--schedule", default="detect_every_minute", help="the schedule to replay (default: detect_every_minute)")
+    p.add_argument("--sensor", default="raw_zone_detect", help="the sensor to replay (default: raw_zone_detect)")
     p.add_argument("--out", help="write the per-fault, per-tick and per-incident results as JSON here")
     p.set_defaults(func=cmd_replay)
 
@@ -72,7 +72,7 @@ def cmd_replay(args) -> int:
                 ticker.update(line)
 
             result = replay(staging, home, scenario.start, scenario.end, latency=latency,
-                            schedule_name=args.schedule, tail=timedelta(minutes=args.tail), progress=progress)
+                            sensor_name=args.sensor, tail=timedelta(minutes=args.tail), progress=progress)
     finally:
         if not args.staging:
             shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,213 @@
+"""Incremental ingest: a tick reads only the bytes that arrived since the last one.
+
+`ingest_offsets` (migration 070) records, per raw file of an hour, how far it has been read: always
+just past a newline, with the number of lines before that point and a digest of the 4 KiB before
+it. A tick then reads each file from its offset, parses the new lines with the same SQL as the
+whole hour (sql/ingest/parse.sql: same rows, same reasons, same line numbers), and in one
+transaction forgets what an earlier tick stored from those lines (a last line stored without its
+newline is read again with the bytes that complete it), inserts them, and moves the offsets. A
+re-run at the same offsets reads nothing; a repeated read is replaced, never duplicated.
+
+The whole hour is read instead (assets/ingest.py, which replaces it) when the hour was never read,
+when a file shrank, its bytes before the offset changed, or it was written again at the same size
+(rewritten, truncated), when a file that
+was read is gone or compressed, or when a file name needs the Python reader; offsets are then
+recorded from the sizes seen before that read, so a file that grew during it is read again from
+there, not skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from assets.ingest import _CODE_COMMENT, _GLOB, _READS_RAW, RawSource, ingest_partition, parse_sql, target_fields
+from orchestration import sql
+from orchestration.partitions import naive_utc
+from orchestration.warehouse import transaction
+
+TAIL = 4096
+READ_FILES = "read_text($files::VARCHAR[])"   # the whole-hour reader in sql/ingest/parse.sql
+
+
+def file_key(path: str | Path) -> str:
+    """A raw file's key: its path relative to the raw root (`<source>/<day>/<HH>/<file>`)."""
+    return "/".join(Path(path).parts[-4:])
+
+
+def tail_digest(path: Path, consumed: int) -> str:
+    with open(path, "rb") as fh:
+        begin = max(0, consumed - TAIL)
+        fh.seek(begin)
+        return hashlib.sha1(fh.read(consumed - begin)).hexdigest()
+
+
+def complete_prefix(path: Path, size: int) -> tuple[int, int]:
+    """(bytes up to and including the last newline within the first `size` bytes, newlines there)."""
+    if size == 0:
+        return 0, 0
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        data = np.frombuffer(mapped, dtype=np.uint8, count=min(size, len(mapped)))
+        newlines = np.flatnonzero(data == 10)
+        result = (int(newlines[-1]) + 1 if len(newlines) else 0, len(newlines))
+        del data, newlines
+    return result
+
+
+@dataclass
+class Work:
+    path: Path
+    offset: int
+    lines: int
+    size: int
+    modified_ns: int
+
+
+def plan(con: duckdb.DuckDBPyConnection, source: RawSource, files: list[Path], start: datetime) -> list[Work] | None:
+    """What to read of each file, or None when the hour must be read whole."""
+    rows = sql.frame(con, "ingest_append/offsets", {"source": source.folder, "start": start})
+    if rows.empty and not files:
+        return []     # nothing to read, nothing read before
+    if rows.empty or (rows["logged"] & rows["consumed_bytes"].isna()).any():
+        return None
+    known = {r.file_key: r for r in rows.itertuples() if pd.notna(r.consumed_bytes)}
+    work, seen = [], set()
+    for path in files:
+        key = file_key(path)
+        if path.name.endswith(".zst") or _GLOB.search(str(path)):
+            return None
+        stat = path.stat()
+        seen.add(key)
+        row = known.get(key)
+        if row is None:
+            work.append(Work(path, 0, 0, stat.st_size, stat.st_mtime_ns))
+            continue
+        offset = int(row.consumed_bytes)
+        if stat.st_size < offset or tail_digest(path, offset) != row.tail_digest:
+            return None
+        if stat.st_size == int(row.size_bytes) and pd.notna(row.logged_modified_ns) \
+                and stat.st_mtime_ns != int(row.logged_modified_ns):
+            return None   # written again at the same size: not an append
+        if stat.st_size != int(row.size_bytes):
+            work.append(Work(path, offset, int(row.line_count), stat.st_size, stat.st_mtime_ns))
+    if set(known) - seen:
+        return None   # a file that was read is gone (or renamed): the hour is read whole
+    return work
+
+
+def read_appended(work: list[Work]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(raw_lines, appended): the new lines as sql/ingest/parse.sql's `raw_lines` takes them, and
+    each file's first line number read this tick."""
+    cols: dict[str, list] = {"file": [], "line": [], "raw": [], "complete": [], "utf8": []}
+    firsts = []
+    for item in work:
+        with open(item.path, "rb") as fh:
+            fh.seek(item.offset)
+            data = fh.read(item.size - item.offset)
+        firsts.append((str(item.path), item.lines + 1))
+        chunks = data.split(b"\n")
+        ends_with_newline = chunks[-1] == b""
+        if ends_with_newline:
+            chunks.pop()
+        for number, chunk in enumerate(chunks, start=1):
+            if not chunk.strip():
+                continue
+            cols["file"].append(str(item.path))
+            cols["line"].append(item.lines + number)
+            try:
+                cols["raw"].append(chunk.decode("utf-8"))
+                cols["utf8"].append(True)
+            except UnicodeDecodeError:
+                cols["raw"].append(chunk.decode("utf-8", errors="replace"))
+                cols["utf8"].append(False)
+            cols["complete"].append(ends_with_newline or number < len(chunks))
+    lines = pd.DataFrame({"file": pd.Series(cols["file"], dtype="object"), "line": pd.Series(cols["line"], dtype="int32"),
+                          "raw": pd.Series(cols["raw"], dtype="object"), "complete": pd.Series(cols["complete"], dtype="bool"),
+                          "utf8": pd.Series(cols["utf8"], dtype="bool")})
+    appended = pd.DataFrame({"file": pd.Series([f for f, _ in firsts], dtype="object"),
+                             "first_line": pd.Series([n for _, n in firsts], dtype="int64")})
+    return lines, appended
+
+
+def offsets_frame(work: list[Work]) -> pd.DataFrame:
+    """The offsets after reading `work` to each item's size: just past its last complete line."""
+    rows = []
+    for item in work:
+        consumed, newlines = complete_prefix(item.path, item.size)
+        rows.append({"file_key": file_key(item.path), "size_bytes": item.size, "consumed_bytes": consumed,
+                     "line_count": newlines, "tail_digest": tail_digest(item.path, consumed)})
+    return pd.DataFrame(rows, columns=["file_key", "size_bytes", "consumed_bytes", "line_count", "tail_digest"])
+
+
+def _template(name: str, table: str, payload: bool) -> str:
+    text = sql.sql_text(name)
+    return text.replace("/*@table*/", table).replace("/*@payload*/", "raw::JSON AS payload," if payload else "")
+
+
+def ingest_appended(con: duckdb.DuckDBPyConnection, source: RawSource, work: list[Work], start: datetime, end: datetime) -> dict:
+    """Read `work` (files from their offsets) into `source.table`, in one transaction."""
+    lines, appended = read_appended(work)
+    fields = target_fields(con, source.table)
+    required = [f for f in source.required if f != "time"]
+    statement, shape = parse_sql(fields, required)
+    keep_raw = bool(_READS_RAW.search(_CODE_COMMENT.sub("", sql.sql_text(f"ingest/{source.table}"))))
+    params = {"shape": json.dumps(shape), "start": start, "end": end, "source": source.folder, "keep_raw": keep_raw}
+    # every new line comes from Python (`raw_lines`): DuckDB's own file reader reads no file here
+    if READ_FILES not in statement:
+        raise RuntimeError(f"sql/ingest/parse.sql no longer reads {READ_FILES}: update assets/ingest_incremental.py")
+    con.register("raw_lines", lines)
+    try:
+        sql.execute_text(con, statement.replace(READ_FILES, "read_text([]::VARCHAR[]) LIMIT 0"), params)
+    finally:
+        con.unregister("raw_lines")
+    touched = pd.DataFrame({"file": pd.Series([str(w.path) for w in work], dtype="object"),
+                            "size_bytes": pd.Series([w.size for w in work], dtype="int64"),
+                            "modified_ns": pd.Series([w.modified_ns for w in work], dtype="int64")})
+    offsets = offsets_frame(work)
+    with transaction(con, appended=appended, touched=touched, offsets=offsets):
+        for name in ("ingest_append/forget_lines", "ingest_append/insert_rows", "ingest_append/file_log"):
+            for stmt in sql.split_statements(_template(name, source.table, keep_raw)):
+                sql.execute_text(con, stmt, params)
+        sql.run(con, "ingest_append/offsets_replace", {"source": source.folder, "start": start, "whole": False})
+        loaded, quarantined = con.execute(
+            "SELECT count(*) FILTER (WHERE reason IS NULL), count(*) FILTER (WHERE reason IS NOT NULL) FROM parsed").fetchone()
+        reasons = con.execute("SELECT reason, count(*) AS n FROM parsed WHERE reason IS NOT NULL "
+                              "GROUP BY reason ORDER BY n DESC, reason LIMIT 10").fetchall()
+    con.execute("DROP TABLE IF EXISTS parsed")
+    return {"files": len(work), "rows_loaded": loaded, "rows_quarantined": quarantined, "reasons": reasons,
+            "parse": "appended", "bytes_read": int(sum(w.size - w.offset for w in work))}
+
+
+def ingest_hour(con: duckdb.DuckDBPyConnection, source: RawSource, files: list[Path], start: datetime, end: datetime,
+                incremental: bool = True) -> dict:
+    """Ingest one hour of one source: only what arrived since the last read when that is known,
+    else the whole hour (replaced) with its offsets recorded."""
+    start, end = naive_utc(start), naive_utc(end)
+    work = plan(con, source, files, start) if incremental else None
+    if work is not None:
+        if not work:
+            return {"files": 0, "rows_loaded": 0, "rows_quarantined": 0, "reasons": [], "parse": "nothing new",
+                    "bytes_read": 0}
+        return ingest_appended(con, source, work, start, end)
+    # Sizes before the read: a file that grows during it is read again from there next time.
+    before = [Work(p, 0, 0, (s := p.stat()).st_size, s.st_mtime_ns) for p in files]
+    result = ingest_partition(con, source, files, start, end)
+    plain = [w for w in before if not w.path.name.endswith(".zst") and not _GLOB.search(str(w.path))]
+    offsets = offsets_frame(plain) if len(plain) == len(before) else offsets_frame([])
+    with transaction(con, offsets=offsets):
+        sql.run(con, "ingest_append/offsets_replace", {"source": source.folder, "start": start, "whole": True})
+    return {**result, "bytes_read": int(sum(w.size for w in before))}
+
+
+def environment_allows_incremental() -> bool:
+    """`GOODPUT_INGEST_WHOLE_HOUR=1` reads every hour whole (the former behaviour, for comparison)."""
+    return os.environ.get("GOODPUT_INGEST_WHOLE_HOUR", "") not in ("1", "true", "yes")

@@ -1,0 +1,83 @@
+"""Fold cost follows the new findings: the full refold against the incremental fold on one warehouse.
+
+    python bench/bench_fold.py WAREHOUSE.duckdb [--out FILE.json]
+
+On a copy of a processed warehouse (e.g. a `goodput demo` home's): the full fold
+(`incidents.fold`, what every fold did before issue 15), then the incremental fold
+(assets/incidents_incremental.py) from an empty state (every group folded), with nothing new (no
+group folded), and after the last partition's findings are written again with one finding's value
+changed (one group folded). CPU-seconds and wall per fold; the incremental results equal the full one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+def main() -> int:
+    import pandas as pd
+
+    from assets import incidents as full
+    from assets.incidents_incremental import clear_state, fold_incrementally, store
+    from orchestration import sql
+    from orchestration.warehouse import WarehouseResource
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("warehouse")
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="goodput-bench-fold-")) / "w.duckdb"
+    shutil.copy(args.warehouse, work)
+    warehouse = WarehouseResource(path=str(work))
+    lifecycle = full.Lifecycle()
+    rows = []
+
+    def timed(name, fn):
+        cpu, wall = time.process_time(), time.monotonic()
+        out = fn()
+        rows.append({"fold": name, "cpu_s": round(time.process_time() - cpu, 3), "wall_s": round(time.monotonic() - wall, 3),
+                     **({k: v for k, v in out[2].items() if not k.startswith("_")} if len(out) == 3 else {})})
+        return out
+
+    with warehouse.connect() as con:
+        versions = sql.frame(con, "incidents/serving_versions")
+
+        def full_fold():
+            return full.fold(sql.frame(con, "incidents/findings"), sql.frame(con, "incidents/evaluations"), lifecycle,
+                             versions=versions)
+
+        def incremental():
+            out = fold_incrementally(con, lifecycle, versions, full.triage.WINDOW_SECONDS)
+            store(con, out[0], out[1], out[2]["_state"])
+            return out
+
+        reference = timed("full refold", full_fold)
+        clear_state(con)
+        first = timed("incremental, empty state", incremental)
+        same = timed("incremental, nothing new", incremental)
+        con.execute("""UPDATE findings SET value = value + 1e-9
+                       WHERE rowid = (SELECT max(rowid) FROM findings
+                                      WHERE partition_start = (SELECT max(partition_start) FROM findings))""")
+        changed = timed("incremental, one finding changed", incremental)
+        after = timed("full refold after the change", full_fold)
+    for got, want in ((first, reference), (same, reference), (changed, after)):
+        assert sorted(got[0]["incident_id"]) == sorted(want[0]["incident_id"])
+        assert got[0].sort_values("incident_id")["status"].tolist() == want[0].sort_values("incident_id")["status"].tolist()
+    table = pd.DataFrame(rows)
+    print(table.to_markdown(index=False))
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

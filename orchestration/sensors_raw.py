@@ -1,0 +1,144 @@
+"""The raw-zone sensor: requests a `detect` run for each hour that received data, and nothing else.
+
+Replaces the every-minute schedule and the late-data sensor. At each tick it lists the raw files of
+the recent days (`raw_sensor.recent_days`, default 3) and compares their sizes with its cursor
+(relative path -> size at the last request). Older days are listed when an hour folder appears in
+them (an import of old logs) and all of them once per `raw_sensor.full_scan_hours` (late files for
+old hours); files the cursor does not hold are compared with the warehouse's ingest log. Each hour
+with a new, grown or rewritten file gets one run request, with run key `<hour>@<data version>` (a
+digest of its files and sizes), so a tick repeated after a crash asks for the same run and Dagster
+launches it once.
+
+At most one detect run per partition is queued or running: an hour whose run is still in flight is
+not requested (and its cursor not advanced), so its newer data is requested at the first tick
+after that run ends, never beside it (the instance's run queue also limits `dagster/partition` to
+one, docs/service.md). Many hours at once (an import): oldest first, `max_hours_per_tick` per tick.
+An idle raw zone costs one listing of a few days' folders per tick and launches nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import dagster as dg
+
+from orchestration import raw_watch, sql
+from orchestration.jobs import detect_job
+from orchestration.partitions import HOUR_KEY, hourly
+from orchestration.raw_zone import RawZoneResource
+from orchestration.service_config import load_service_settings
+from orchestration.warehouse import WarehouseBusy, WarehouseMissing, WarehouseResource
+
+IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+             dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+PARTITION_TAG = "dagster/partition"
+VERSION_TAG = "goodput/data_version"
+
+
+def utcnow() -> datetime:
+    """Wall-clock now; tests and the replay replace it to move time."""
+    return datetime.now(timezone.utc)
+
+
+def partitions_in_flight(instance: dg.DagsterInstance | None) -> set[str]:
+    """Partitions with a detect run queued or running."""
+    if instance is None:
+        return set()
+    runs = instance.get_run_records(dg.RunsFilter(job_name=detect_job.name, statuses=IN_FLIGHT), limit=1000)
+    return {r.dagster_run.tags.get(PARTITION_TAG) for r in runs} - {None}
+
+
+def ingested_sizes(warehouse: WarehouseResource, keys: set[str]) -> dict[str, int]:
+    """relative path -> size the warehouse last ingested, for the files of partitions `keys`."""
+    if not keys or not Path(warehouse.path).exists():
+        return {}
+    hours = [datetime.strptime(k, HOUR_KEY) for k in sorted(keys)]
+    with warehouse.connect(read_only=True, wait_seconds=2) as con:
+        rows = sql.run(con, "service/ingested_sizes", {"hours": hours}).fetchall()
+    return {raw_watch.relative_key(file): size for file, size in rows}
+
+
+def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: WarehouseResource | None,
+         in_flight: set[str], first_key: str) -> tuple[list[tuple[str, str, dict[str, int]]], dict, list[str]]:
+    """(requests [(partition key, data version, files)], the new cursor, notes) for one tick."""
+    files: dict[str, int] = dict(cursor.get("files", {}))
+    days_seen: dict[str, int] = dict(cursor.get("days", {}))
+    full_due = now.timestamp() - cursor.get("full_at", 0) >= settings.full_scan_hours * 3600
+    days = raw_watch.day_folders(root)
+    recent = set(raw_watch.recent_days(days, now, settings.recent_days))
+    to_scan = sorted(days) if full_due else sorted(recent | {d for d, m in days.items() if days_seen.get(d) != m})
+    scanned = raw_watch.scan_days(root, to_scan)
+    hours = raw_watch.by_hour(scanned)
+    notes: list[str] = []
+    # Files the cursor does not hold (first tick, old days): what the warehouse ingested is the record.
+    unknown = {raw_watch.hour_key(r) for r in scanned if r not in files and raw_watch.plain_name(r) not in files}
+    known = dict(files)
+    if unknown and warehouse is not None:
+        try:
+            known = {**ingested_sizes(warehouse, unknown - {None}), **files}
+        except (WarehouseBusy, WarehouseMissing) as reason:
+            if not cursor:
+                return [], cursor, [f"waiting for the warehouse before the first look ({reason})"]
+            notes.append(f"{reason}: hours new to this sensor are requested as new")
+    changed = raw_watch.changed_hours(scanned, known)
+    current = now.strftime(HOUR_KEY)
+    requests, deferred = [], set()
+    for key in sorted(changed):
+        if key > current or key < first_key:
+            notes.append(f"{key} is outside the partitions ({first_key} .. {current})"
+                         + (": set partitions.start in service.yaml and restart the UI" if key < first_key else ""))
+            deferred.add(key)
+            continue
+        if key in in_flight or len(requests) >= settings.max_hours_per_tick:
+            deferred.add(key)
+            continue
+        requests.append((key, raw_watch.version(hours[key]), hours[key]))
+    for _key, _version, hour_files in requests:
+        for relative, size in hour_files.items():
+            files[relative] = size
+            files.pop(raw_watch.plain_name(relative) if relative.endswith(".zst") else relative + ".zst", None)
+    deferred_days = {"/".join(r.split("/")[:2]) for r in scanned if raw_watch.hour_key(r) in deferred}
+    for day in to_scan:
+        if day in days and day not in deferred_days:
+            days_seen[day] = days[day]
+    new_cursor = {
+        # keep the cursor to the recent days: older files are checked against the ingest log
+        "files": {r: s for r, s in files.items() if "/".join(r.split("/")[:2]) in recent},
+        "days": {d: m for d, m in days_seen.items() if d in days},
+        "full_at": now.timestamp() if full_due and not deferred else cursor.get("full_at", 0),
+    }
+    if deferred:
+        notes.append(f"{len(deferred)} hour(s) wait: a run in flight, or over {settings.max_hours_per_tick} per tick")
+    return requests, new_cursor, notes
+
+
+@dg.sensor(job=detect_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+def raw_zone_detect(context: dg.SensorEvaluationContext, warehouse: WarehouseResource, raw_zone: RawZoneResource):
+    """Request a detect run for each hour whose raw files changed (new files, appended bytes), one
+    run per partition at a time, oldest hours first; an hour without new data launches nothing."""
+    started = time.process_time()
+    root = Path(raw_zone.root)
+    settings = load_service_settings(root.parent).raw_sensor
+    cursor = json.loads(context.cursor) if context.cursor else {}
+    instance = context.instance if _has_instance(context) else None
+    in_flight = partitions_in_flight(instance)
+    requests, new_cursor, notes = plan(root, cursor, utcnow(), settings, warehouse, in_flight,
+                                       hourly.start.strftime(HOUR_KEY))
+    for note in notes:
+        context.log.info(note)
+    context.update_cursor(json.dumps(new_cursor, sort_keys=True, separators=(",", ":")))
+    if not requests:
+        return dg.SkipReason("no new raw data" + (f" ({'; '.join(notes)})" if notes else "")
+                             + f" [{time.process_time() - started:.3f} CPU-s]")
+    return [dg.RunRequest(partition_key=key, run_key=f"{key}@{data_version}", tags={VERSION_TAG: data_version})
+            for key, data_version, _files in requests]
+
+
+def _has_instance(context) -> bool:
+    try:
+        return context.instance is not None
+    except dg.DagsterInvariantViolationError:   # a context built without an instance (tests)
+        return False

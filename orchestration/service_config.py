@@ -1,0 +1,70 @@
+"""Service settings of one Goodput home: `GOODPUT_HOME/service.yaml` (every key optional).
+
+    partitions:
+      start: "2026-11-01-00:00"   # first hourly partition (default: the first raw hour of the home)
+    raw_sensor:
+      recent_days: 3              # the raw-zone sensor lists these days' files at every tick
+      full_scan_hours: 24         # and every folder once this often (late files for older hours)
+      max_hours_per_tick: 24      # hours requested per tick at most (an import of old logs: oldest first)
+    retention:
+      raw_days: 14                # per-step and per-sample rows
+      minutes_days: 400           # per-minute series, findings and incidents
+      compress_after_days: 1      # raw-zone hours older than this are compressed to .jsonl.zst
+      runs_days: 30               # Dagster runs (and their event logs) kept this long
+
+A key that is not one of these is an error naming the file and the key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PartitionSettings(_Strict):
+    start: str | None = None
+
+
+class RawSensorSettings(_Strict):
+    recent_days: float = Field(3.0, gt=0)
+    full_scan_hours: float = Field(24.0, gt=0)
+    max_hours_per_tick: int = Field(24, ge=1)
+
+
+class RetentionSettings(_Strict):
+    raw_days: float = Field(14.0, gt=0)
+    minutes_days: float = Field(400.0, gt=0)
+    compress_after_days: float = Field(1.0, ge=0)
+    runs_days: float = Field(30.0, gt=0)
+
+
+class ServiceSettings(_Strict):
+    partitions: PartitionSettings = PartitionSettings()
+    raw_sensor: RawSensorSettings = RawSensorSettings()
+    retention: RetentionSettings = RetentionSettings()
+
+
+class ServiceConfigError(ValueError):
+    """service.yaml is not valid: the message names the file and the key."""
+
+
+def service_config_path(home: Path) -> Path:
+    return Path(home) / "service.yaml"
+
+
+def load_service_settings(home: Path) -> ServiceSettings:
+    path = service_config_path(home)
+    if not path.exists():
+        return ServiceSettings()
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+        return ServiceSettings.model_validate(data)
+    except (yaml.YAMLError, ValidationError) as error:
+        first = str(error).splitlines()
+        raise ServiceConfigError(f"{path}: {' '.join(first[:3])} (fix or remove the key; see docs/service.md)") from None

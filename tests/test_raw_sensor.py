@@ -1,0 +1,154 @@
+"""The raw-zone sensor requests nothing for an unchanged raw zone and exactly the changed hours
+otherwise; one run per partition at a time; repeated ticks (a daemon restarted with the old cursor)
+ask for the same run keys, and the late file of an old hour is ingested once."""
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from assets.ingest import ingest_assets
+from orchestration import sensors_raw
+from orchestration.definitions import build_definitions, resources_for
+from orchestration.warehouse import WarehouseResource
+
+HOUR0, HOUR1 = "2026-11-30-00:00", "2026-11-30-01:00"
+NOW = datetime(2026, 11, 30, 1, 59, tzinfo=timezone.utc)
+
+
+@pytest.fixture(autouse=True)
+def fixed_clock(monkeypatch):
+    monkeypatch.setattr(sensors_raw, "utcnow", lambda: NOW)
+
+
+def tick(instance, resources, cursor=None) -> tuple[list[dg.RunRequest], str | None]:
+    context = dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor)
+    result = sensors_raw.raw_zone_detect(context)
+    requests = [] if isinstance(result, dg.SkipReason) else list(result)
+    return requests, context.cursor
+
+
+def ingest(home: Path, key: str, instance) -> None:
+    assert dg.materialize(ingest_assets, partition_key=key, instance=instance, resources=resources_for(home)).success
+
+
+def append(path: Path, records: list[dict]) -> None:
+    with open(path, "a") as out:
+        out.write("".join(json.dumps(r) + "\n" for r in records))
+
+
+def steps(home: Path) -> tuple[int, int]:
+    with WarehouseResource(path=str(home / "warehouse.duckdb")).connect(read_only=True) as con:
+        return con.execute("SELECT count(*), count(DISTINCT (source_file, source_line)) FROM training_steps").fetchone()
+
+
+def test_sensor_requests_changed_hours_only(small_home, resources, instance):
+    assert "raw_zone_detect" in [s.name for s in build_definitions(small_home).sensors]
+    # Nothing processed yet: both hours of raw data are new, oldest first.
+    requests, cursor = tick(instance, resources)
+    assert [r.partition_key for r in requests] == [HOUR0, HOUR1]
+    # Unchanged raw zone: nothing.
+    assert tick(instance, resources, cursor)[0] == []
+    # Lines appended to one file of hour 1: exactly hour 1, under a new data version.
+    folder = small_home / "raw" / "training_steps" / "2026-11-30" / "01"
+    target = sorted(folder.glob("*.jsonl"))[0]
+    append(target, [{"time": "2026-11-30T01:59:58Z", "run_id": "late-run", "rank": 0, "step": 1}])
+    again, cursor2 = tick(instance, resources, cursor)
+    assert [r.partition_key for r in again] == [HOUR1]
+    assert again[0].run_key != requests[1].run_key and again[0].run_key.startswith(HOUR1 + "@")
+    # A daemon killed before it stored the cursor ticks again from the old one: the same run key.
+    assert [r.run_key for r in tick(instance, resources, cursor)[0]] == [again[0].run_key]
+    assert tick(instance, resources, cursor2)[0] == []
+
+
+def test_first_tick_takes_the_ingest_log_as_the_record(small_home, resources, instance):
+    ingest(small_home, HOUR0, instance)
+    requests, cursor = tick(instance, resources)
+    assert [r.partition_key for r in requests] == [HOUR1]     # hour 0 is in the warehouse already
+    before = steps(small_home)
+    # A late file for hour 0 (an agent that was offline): hour 0 is requested, and ingested once.
+    folder = small_home / "raw" / "training_steps" / "2026-11-30" / "00"
+    append(folder / "late-run.rank-0.jsonl",
+           [{"time": f"2026-11-30T00:59:5{i}Z", "run_id": "late-run", "rank": 0, "step": i + 1} for i in range(3)])
+    [request], cursor = tick(instance, resources, cursor)
+    assert request.partition_key == HOUR0
+    ingest(small_home, HOUR0, instance)
+    ingest(small_home, HOUR0, instance)     # a repeated run changes nothing
+    after = steps(small_home)
+    assert after[0] == after[1] == before[0] + 3
+
+
+def test_a_partition_with_a_run_in_flight_waits(small_home, resources, instance):
+    requests, cursor = tick(instance, resources)
+    job = build_definitions(small_home).resolve_job_def("detect")
+    # A run for hour 1 not finished yet (as the daemon would have created it from the request).
+    run = instance.create_run_for_job(job, tags={"dagster/partition": HOUR1}, status=dg.DagsterRunStatus.NOT_STARTED)
+    folder = small_home / "raw" / "training_steps" / "2026-11-30" / "01"
+    append(sorted(folder.glob("*.jsonl"))[0], [{"time": "2026-11-30T01:59:59Z", "run_id": "r", "rank": 0, "step": 9}])
+    waiting, cursor2 = tick(instance, resources, cursor)
+    assert waiting == []                        # not beside the queued run
+    # Once it ended, the next tick asks for the newer data.
+    instance.report_run_failed(run)
+    assert [r.partition_key for r in tick(instance, resources, cursor2)[0]] == [HOUR1]
+
+
+def test_many_new_hours_are_requested_oldest_first_and_bounded(small_home, resources, instance):
+    (small_home / "service.yaml").write_text("raw_sensor:\n  max_hours_per_tick: 1\n")
+    first, cursor = tick(instance, resources)
+    second, cursor = tick(instance, resources, cursor)
+    assert [r.partition_key for r in first + second] == [HOUR0, HOUR1]
+    assert tick(instance, resources, cursor)[0] == []
+
+
+def test_a_daemon_killed_mid_stream_loses_and_duplicates_nothing(small_home, tmp_path, instance):
+    """The raw zone grows in four appends; at some ticks the daemon dies before it stores the tick
+    (the next tick starts from the old cursor). Every run Dagster would launch (a run key once) is
+    executed; the warehouse ends as one whole-hour read of the final files leaves it."""
+    import random
+
+    from assets.ingest import SOURCES
+    from assets.ingest_incremental import ingest_hour
+    from orchestration.raw_zone import RawZoneResource
+
+    staged = {p: p.read_bytes() for p in sorted((small_home / "raw").rglob("*.jsonl"))}
+    for path in staged:
+        path.write_bytes(b"")
+    home_resources = resources_for(small_home)
+    rng = random.Random(7)
+    launched: set[str] = set()
+    cursor = None
+    for step in range(1, 5):
+        for path, data in staged.items():
+            cut = len(data) * step // 4 if step < 4 else len(data)
+            with open(path, "r+b") as out:   # append the next quarter (a line may be cut in two)
+                out.seek(0, 2)
+                out.write(data[out.tell():cut])
+        requests, new_cursor = tick(instance, home_resources, cursor)
+        for request in requests:
+            if request.run_key in launched:      # Dagster launches a run key once
+                continue
+            launched.add(request.run_key)
+            ingest(small_home, request.partition_key, instance)
+        cursor = cursor if rng.random() < 0.5 and step < 4 else new_cursor   # killed before storing the tick
+    requests, cursor = tick(instance, home_resources, cursor)
+    for request in requests:
+        if request.run_key not in launched:
+            launched.add(request.run_key)
+            ingest(small_home, request.partition_key, instance)
+    assert tick(instance, home_resources, cursor)[0] == []
+    whole = WarehouseResource(path=str(tmp_path / "whole.duckdb"))
+    zone = RawZoneResource(root=str(small_home / "raw"))
+    with whole.connect() as con:
+        for key in (HOUR0, HOUR1):
+            start = datetime.strptime(key, "%Y-%m-%d-%H:%M")
+            for source in SOURCES:
+                ingest_hour(con, source, zone.files(source.folder, start), start, start + timedelta(hours=1), False)
+    for table in ("gpu_samples", "training_steps", "serving_metrics", "quarantine"):
+        order = "source, file, line" if table == "quarantine" else "source_file, source_line"
+        with WarehouseResource(path=str(small_home / "warehouse.duckdb")).connect(read_only=True) as con:
+            got = con.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+        with whole.connect(read_only=True) as con:
+            want = con.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+        assert got == want, table
