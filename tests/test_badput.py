@@ -124,6 +124,8 @@ def test_ettr_counts_the_downtime_between_crash_and_restart(shapes):
     runs = q(shapes["warehouse"], "SELECT * FROM badput_by_run").set_index("run_id")
     crash = runs.loc["crash-restart"]
     assert crash["ettr"] < crash["goodput_ratio"]     # the 3 minutes released count against ETTR only
+    assert crash["downtime_gpu_hours"] == pytest.approx(2 * 3 / 60)   # 00:45 -> 00:48 on both GPUs
+    assert crash["ettr"] == pytest.approx(crash["productive_gpu_hours"] / (crash["allocated_gpu_hours"] + 0.1))
     steady = runs.loc["straggler"]
     assert steady["ettr"] == pytest.approx(steady["goodput_ratio"], rel=1e-9)
     day = q(shapes["warehouse"], "SELECT * FROM badput_by_team_day WHERE team = 'crash-restart'").iloc[0]

@@ -45,7 +45,7 @@ def full_fold(con) -> tuple[pd.DataFrame, pd.DataFrame]:
     findings = sql.frame(con, "incidents/findings")
     evaluations = sql.frame(con, "incidents/evaluations")
     versions = sql.frame(con, "incidents/serving_versions")
-    return full.fold(findings, evaluations, LIFECYCLE, versions=versions)
+    return full.fold(findings, evaluations, LIFECYCLE, versions=versions, clearings=sql.frame(con, "incidents/clearings"))
 
 
 def canonical(frame: pd.DataFrame, key: list[str]) -> pd.DataFrame:
@@ -67,8 +67,10 @@ def test_incremental_fold_equals_full_refold_in_shuffled_orders(detected, tmp_pa
     with warehouse.connect() as con:
         con.execute("CREATE TEMP TABLE all_findings AS SELECT * FROM findings")
         con.execute("CREATE TEMP TABLE all_evaluations AS SELECT * FROM evaluations")
+        con.execute("CREATE TEMP TABLE all_clearings AS SELECT * FROM clearings")
         hours = [h for (h,) in con.execute("SELECT DISTINCT partition_start FROM all_evaluations ORDER BY 1").fetchall()]
-        con.execute("DELETE FROM findings; DELETE FROM evaluations; DELETE FROM incidents; DELETE FROM incident_transitions")
+        con.execute("DELETE FROM findings; DELETE FROM evaluations; DELETE FROM clearings; DELETE FROM incidents; "
+                    "DELETE FROM incident_transitions")
         clear_state(con)
         random.Random(seed).shuffle(hours)
         total = con.execute("SELECT count(*) FROM all_findings").fetchone()[0]
@@ -76,6 +78,7 @@ def test_incremental_fold_equals_full_refold_in_shuffled_orders(detected, tmp_pa
         for i, hour in enumerate(hours):
             con.execute("INSERT INTO findings SELECT * FROM all_findings WHERE partition_start = $h", {"h": hour})
             con.execute("INSERT INTO evaluations SELECT * FROM all_evaluations WHERE partition_start = $h", {"h": hour})
+            con.execute("INSERT INTO clearings SELECT * FROM all_clearings WHERE partition_start = $h", {"h": hour})
             versions = sql.frame(con, "incidents/serving_versions")
             incidents, transitions, counts = fold_incrementally(con, LIFECYCLE, versions, full.triage.WINDOW_SECONDS)
             store(con, incidents, transitions, counts.pop("_state"))

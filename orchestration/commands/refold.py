@@ -35,7 +35,8 @@ def cmd_refold(args) -> int:
     if args.check:
         with warehouse.connect(read_only=True, wait_seconds=30) as con:
             folded, transitions = full.fold(sql.frame(con, "incidents/findings"), sql.frame(con, "incidents/evaluations"),
-                                            versions=sql.frame(con, "incidents/serving_versions"))
+                                            versions=sql.frame(con, "incidents/serving_versions"),
+                                            clearings=sql.frame(con, "incidents/clearings"))
             stored = con.execute("SELECT incident_id, status, tier, last_seen, correlation_id FROM incidents").df()
         fresh = folded[["incident_id", "status", "tier", "last_seen", "correlation_id"]]
         same = (stored.sort_values("incident_id").astype(str).reset_index(drop=True)

@@ -109,6 +109,10 @@ per_minute AS (
     FROM placed WHERE step_seconds IS NOT NULL
     GROUP BY ALL
 ),
+-- a step is discarded (wasted progress) when a later attempt of the run started at or before it
+attempt_firsts AS (
+    SELECT run_id, attempt, min(step) AS first_step FROM steps WHERE attempt > 0 GROUP BY ALL
+),
 -- the run's own baseline: the median of its ordinary minutes' medians over the trailing window (the
 -- current minute excluded). A minute is not ordinary when its median is above the window's lower
 -- quartile by more than the excess threshold, so a slowdown does not drag the ideal up with it.
@@ -139,8 +143,7 @@ baseline AS (
 SELECT p.*, b.ideal_other_seconds, b.data_baseline_seconds, b.other_sigma, b.data_sigma,
        b.ideal_other_seconds + b.data_baseline_seconds AS ideal_step_seconds,
        greatest($hang_min_seconds, $hang_factor * (b.ideal_other_seconds + b.data_baseline_seconds)) AS hang_threshold_seconds,
-       EXISTS (SELECT 1 FROM bp_attempts a WHERE a.run_id = p.run_id AND a.attempt > p.attempt
-                 AND a.started_at > p.step_end
-                 AND (SELECT min(q.step) FROM steps q WHERE q.run_id = p.run_id AND q.attempt = a.attempt) <= p.step) AS discarded
+       coalesce(p.step >= (SELECT min(f.first_step) FROM attempt_firsts f
+                             WHERE f.run_id = p.run_id AND f.attempt > p.attempt), false) AS discarded
 FROM placed p
 LEFT JOIN baseline b USING (run_id, minute);

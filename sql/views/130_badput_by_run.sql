@@ -1,9 +1,19 @@
 -- badput_by_run: where each run's GPU-hours went (badput_minutes summed over the run, all attempts),
 -- with its effective training time ratio and its median model FLOPs utilization while stepping.
--- ettr = productive GPU-hours / (the run's GPUs x wall hours from its first allocation to its last),
--- so the downtime between a crash and the restart counts against it although no GPU was held.
+-- ettr = productive GPU-hours / (allocated GPU-hours + downtime GPU-hours): the minutes between its
+-- first and last allocation in which it held no GPU (a crash until the restart) count at the GPUs it
+-- held just before or just after, whichever is more, so downtime counts against ETTR although no GPU was held.
 CREATE OR REPLACE VIEW badput_by_run AS
-WITH m AS (
+WITH downtime AS (
+    SELECT run_id,
+           sum(greatest(epoch(next_minute - minute) / 60 - 1, 0) * 60 * gap_gpus) / 3600 AS downtime_gpu_hours
+    FROM (SELECT run_id, minute, gpus, lead(minute) OVER w AS next_minute,
+                 greatest(gpus, lead(gpus) OVER w) AS gap_gpus
+          FROM badput_minutes
+          WINDOW w AS (PARTITION BY run_id ORDER BY minute))
+    GROUP BY run_id
+),
+m AS (
     SELECT run_id,
            min(minute)                                  AS first_allocated,
            max(minute) + INTERVAL 1 MINUTE              AS last_allocated,
@@ -31,6 +41,8 @@ SELECT m.run_id,
        m.* EXCLUDE (run_id),
        m.allocated_gpu_hours - m.productive_gpu_hours AS badput_gpu_hours,
        m.productive_gpu_hours / nullif(m.allocated_gpu_hours, 0) AS goodput_ratio,
-       m.productive_gpu_hours / nullif(m.gpus * epoch(m.last_allocated - m.first_allocated) / 3600, 0) AS ettr
+       d.downtime_gpu_hours,
+       m.productive_gpu_hours / nullif(m.allocated_gpu_hours + d.downtime_gpu_hours, 0) AS ettr
 FROM m
+JOIN downtime d USING (run_id)
 LEFT JOIN runs r USING (run_id);

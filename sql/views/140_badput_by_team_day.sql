@@ -1,19 +1,17 @@
 -- badput_by_team_day: the same breakdown per team and UTC day, with the team's ETTR that day
--- (productive GPU-hours over the GPU-hours its runs' wall time spans that day, downtime included).
+-- (productive GPU-hours over its allocated GPU-hours plus the downtime of its runs that day: minutes
+-- between a run's first and last allocation with no GPU held, at the most GPUs it held just before or after).
 CREATE OR REPLACE VIEW badput_by_team_day AS
-WITH spans AS (
-    SELECT run_id, team, gpus, first_allocated, last_allocated FROM badput_by_run
+WITH gaps AS (
+    SELECT run_id, minute, lead(minute) OVER w AS next_minute, greatest(gpus, lead(gpus) OVER w) AS gap_gpus
+    FROM badput_minutes
+    WINDOW w AS (PARTITION BY run_id ORDER BY minute)
 ),
-days AS (
-    SELECT s.*, d.day
-    FROM spans s,
-         LATERAL (SELECT CAST(unnest(range(CAST(s.first_allocated AS DATE), CAST(s.last_allocated AS DATE) + 1, INTERVAL 1 DAY)) AS DATE) AS day) d
-),
-wall AS (
-    SELECT team, day,
-           sum(gpus * epoch(least(last_allocated, CAST(day AS TIMESTAMP) + INTERVAL 1 DAY)
-                            - greatest(first_allocated, CAST(day AS TIMESTAMP))) / 3600) AS wall_gpu_hours
-    FROM days GROUP BY ALL
+downtime AS (
+    SELECT coalesce(r.team, g.run_id) AS team, CAST(g.minute AS DATE) AS day,
+           sum(greatest(epoch(g.next_minute - g.minute) / 60 - 1, 0) * 60 * g.gap_gpus) / 3600 AS downtime_gpu_hours
+    FROM gaps g LEFT JOIN runs r USING (run_id)
+    GROUP BY ALL
 ),
 sums AS (
     SELECT coalesce(r.team, b.run_id) AS team,
@@ -37,6 +35,7 @@ sums AS (
 )
 SELECT s.*,
        s.productive_gpu_hours / nullif(s.allocated_gpu_hours, 0) AS goodput_ratio,
-       s.productive_gpu_hours / nullif(w.wall_gpu_hours, 0) AS ettr
+       coalesce(d.downtime_gpu_hours, 0) AS downtime_gpu_hours,
+       s.productive_gpu_hours / nullif(s.allocated_gpu_hours + coalesce(d.downtime_gpu_hours, 0), 0) AS ettr
 FROM sums s
-LEFT JOIN wall w USING (team, day);
+LEFT JOIN downtime d USING (team, day);
