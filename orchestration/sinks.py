@@ -33,6 +33,8 @@ import tenacity
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from orchestration.board_links import DEFAULT_BOARD_URL, board_url_from_env
+
 DEFAULT_CONFIG = Path(__file__).with_name("alerting.yaml")
 PAGERDUTY_SEVERITY = {"SEV1": "critical", "SEV2": "error", "SEV3": "warning"}   # anything else: info
 TRANSITION_EMOJI = {"opened": ":rotating_light:", "escalated": ":arrow_double_up:", "resolved": ":white_check_mark:"}
@@ -197,6 +199,8 @@ def slack_message(alert: Mapping) -> dict:
         {"type": "section", "text": {"type": "mrkdwn", "text": _short("*Lineage*\n" + ("\n".join(_lineage_lines(alert)) or "none"), 3000)}},
         {"type": "section", "text": {"type": "mrkdwn", "text": _short(f"*Playbook*\n```{alert.get('playbook') or 'none'}```", 3000)}},
     ]
+    if alert.get("board_url"):
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"<{alert['board_url']}|Open the incident on the board>"}})
     if run_url:
         blocks.append({"type": "actions", "elements": [
             {"type": "button", "text": {"type": "plain_text", "text": "Open the Dagster run"}, "url": run_url},
@@ -233,9 +237,12 @@ def pagerduty_event(alert: Mapping, routing_key: str) -> dict:
         },
         "client": "Goodput",
     }
-    if run_url:
-        event["client_url"] = run_url
-        event["links"] = [{"href": run_url, "text": "Dagster run"}]
+    links = [{"href": run_url, "text": "Dagster run"}] if run_url else []
+    if alert.get("board_url"):
+        links.append({"href": alert["board_url"], "text": "Incident on the Goodput board"})
+    if links:
+        event["client_url"] = links[0]["href"]
+        event["links"] = links
     return event
 
 
@@ -512,6 +519,7 @@ class AlertingResource(dg.ConfigurableResource):
     file_sink_path: str     # the file sink: GOODPUT_HOME/alerts/alerts.jsonl
     journal_path: str       # the attempt journal: GOODPUT_HOME/alerts/attempts.jsonl
     outbox_path: str        # alerts about Goodput itself, kept until delivered: GOODPUT_HOME/alerts/monitor.jsonl
+    board_url: str = DEFAULT_BOARD_URL   # the incident board alerts link to (GOODPUT_BOARD_URL)
 
     def config(self) -> AlertingConfig:
         return load_config(self.config_path)
@@ -574,4 +582,5 @@ def alerting_resource_for(home) -> AlertingResource:
         file_sink_path=str(file_sink),
         journal_path=str(file_sink.with_name("attempts.jsonl")),
         outbox_path=str(file_sink.with_name("monitor.jsonl")),
+        board_url=board_url_from_env(),
     )

@@ -19,6 +19,7 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
+from orchestration import progress
 from orchestration.sql import SQL_ROOT
 
 POOL = "warehouse"
@@ -143,12 +144,14 @@ class WarehouseResource(dg.ConfigurableResource):
     def _open(path: Path, read_only: bool, wait_seconds: float) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + wait_seconds
         delay = 0.05
+        notice = progress.waiting(f"the warehouse {path}: a Goodput run holds its write lock (up to {wait_seconds:g}s)")
         while True:
             try:
                 return duckdb.connect(str(path), read_only=read_only)
             except duckdb.IOException as error:
                 if not _is_lock_error(error):
                     raise
+                notice.poll()   # the CLI says what it waits for after 2 s, piped or not
                 if time.monotonic() >= deadline:
                     raise WarehouseBusy(
                         f"{path} is locked by another process (a Goodput run is writing); try again shortly"

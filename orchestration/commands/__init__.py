@@ -13,6 +13,7 @@ MODULES: list[str] = [
     "sql",
     "report",
     "replay",
+    "board",
 ]
 
 
