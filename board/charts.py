@@ -1,137 +1,156 @@
 """Plotly figures for the board: time on x in UTC, 24-hour; incident windows shaded; heatmaps GPU x time.
 
-Each builder returns a figure as JSON text for `Plotly.newPlot` in the page (interactive: zoom,
-pan, hover). Builders take DataFrames and know nothing of the warehouse.
+Each builder returns a figure as JSON text ({"data", "layout"}) for `Plotly.newPlot` in the page
+(interactive: zoom, pan, hover). Figures are plain dicts in plotly.js's schema, not
+`plotly.graph_objects` (whose validation costs seconds per page); plotly's JSON encoder writes them
+(timestamps, NumPy arrays, NaN as null). Builders take DataFrames and know nothing of the warehouse.
 """
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
+from plotly.utils import PlotlyJSONEncoder
 
 from board.fmt import TIER_COLOURS
 
-TIME_AXIS = {"type": "date", "tickformat": "%H:%M\n%Y-%m-%d", "hoverformat": "%Y-%m-%d %H:%M:%S UTC",
-             "title": {"text": "time (UTC)"}}
-MARGIN = {"l": 70, "r": 20, "t": 40, "b": 50}
+HOVER_TIME = "%Y-%m-%d %H:%M:%S UTC"
+MARGIN = {"l": 70, "r": 20, "t": 40, "b": 90}
+GRID = "#e6e9ed"
 
 
-def to_json(fig: go.Figure) -> str:
-    return fig.to_json()
+def to_json(data: list[dict], layout: dict) -> str:
+    return json.dumps({"data": data, "layout": layout}, cls=PlotlyJSONEncoder)
 
 
-def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
-    fig.update_layout(title={"text": title, "x": 0, "font": {"size": 14}}, height=height, margin=MARGIN,
-                      template="plotly_white", hovermode="x unified", legend={"orientation": "h", "y": -0.15})
-    fig.update_xaxes(**{k: v for k, v in TIME_AXIS.items() if k != "title"})
-    return fig
+def _time_axis(**extra) -> dict:
+    return {"type": "date", "tickformat": "%H:%M\n%Y-%m-%d", "hoverformat": HOVER_TIME, "gridcolor": GRID, **extra}
 
 
-def shade(fig: go.Figure, windows: pd.DataFrame, rows: int = 1) -> None:
-    """Shade each incident's [onset, last seen] across every subplot, coloured by tier, labelled once."""
+def _layout(title: str, height: int, **extra) -> dict:
+    return {"title": {"text": title, "x": 0, "font": {"size": 14}}, "height": height, "margin": MARGIN,
+            "paper_bgcolor": "#fff", "plot_bgcolor": "#fff", "hovermode": "x unified",
+            "legend": {"orientation": "h", "y": -0.3, "traceorder": "normal"}, "xaxis": _time_axis(title={"text": "time (UTC)"}), **extra}
+
+
+def _values(series: pd.Series) -> list:
+    return [None if pd.isna(v) else v for v in series]
+
+
+def _times(values) -> list[str]:
+    """Times as plotly.js reads them ("2026-11-30 01:35:00", UTC), written once per array, not per value."""
+    return list(pd.DatetimeIndex(values).strftime("%Y-%m-%d %H:%M:%S"))
+
+
+def shapes_for(windows: pd.DataFrame) -> tuple[list[dict], list[dict]]:
+    """Each incident's [onset, resolved or last seen] shaded across the plot, coloured by tier, labelled once;
+    labels staggered in height so that neighbouring windows do not overlap."""
+    shapes, notes = [], []
     for i, w in enumerate(windows.itertuples()):
         colour = TIER_COLOURS.get(w.tier, "#607d8b")
-        end = w.resolved if getattr(w, "resolved", None) is not None and pd.notna(w.resolved) else w.last_seen
-        fig.add_vrect(x0=w.onset, x1=end, fillcolor=colour, opacity=0.12, line_width=0, layer="below",
-                      row="all" if rows > 1 else None, col=1 if rows > 1 else None)
-        # one label per window, staggered so that neighbouring windows do not overlap
-        fig.add_annotation(x=w.onset, y=1.0 - 0.06 * (i % 3), xref="x", yref="paper", xanchor="left", showarrow=False,
-                           text=f"{w.tier} {w.signal}", font={"size": 10, "color": colour}, bgcolor="rgba(255,255,255,.7)")
+        resolved = getattr(w, "resolved", None)
+        end = resolved if resolved is not None and pd.notna(resolved) else w.last_seen
+        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": w.onset, "x1": end, "y0": 0, "y1": 1,
+                       "fillcolor": colour, "opacity": 0.12, "line": {"width": 0}, "layer": "below"})
+        notes.append({"x": w.onset, "y": 1.0 - 0.05 * (i % 3), "xref": "x", "yref": "paper", "xanchor": "left",
+                      "yanchor": "top", "showarrow": False, "text": f"{w.tier} {w.signal}",
+                      "font": {"size": 10, "color": colour}, "bgcolor": "rgba(255,255,255,.7)"})
+    return shapes, notes
 
 
 def run_series(series: pd.DataFrame, windows: pd.DataFrame, title: str) -> str:
-    """Loss, median step time and grad norm per minute, stacked on one time axis."""
-    panels = [("loss", "loss", ""), ("step_seconds", "step time", "s"), ("grad_norm", "grad norm", "")]
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.04)
-    for row, (column, name, unit) in enumerate(panels, 1):
-        fig.add_trace(go.Scatter(x=series["minute"], y=series[column], name=f"{name}" + (f" ({unit})" if unit else ""),
-                                 mode="lines", connectgaps=False), row=row, col=1)
-        fig.update_yaxes(title_text=name + (f" ({unit})" if unit else ""), row=row, col=1)
+    """Loss, median step time (and the slowest rank's) and grad norm per minute, stacked on one time axis."""
+    x = _times(series["minute"])
+    data = [
+        {"type": "scatter", "mode": "lines", "x": x, "y": _values(series["loss"]), "name": "loss", "yaxis": "y3"},
+        {"type": "scatter", "mode": "lines", "x": x, "y": _values(series["step_seconds"]), "name": "median step time (s)",
+         "yaxis": "y2"},
+        {"type": "scatter", "mode": "lines", "x": x, "y": _values(series["grad_norm"]), "name": "grad norm", "yaxis": "y"},
+    ]
     if "step_seconds_max" in series:
-        fig.add_trace(go.Scatter(x=series["minute"], y=series["step_seconds_max"], name="slowest rank's step (s)",
-                                 mode="lines", line={"dash": "dot", "width": 1}), row=2, col=1)
-    shade(fig, windows, rows=3)
-    _layout(fig, title, 640)
-    fig.update_xaxes(title_text="time (UTC)", row=3, col=1)
-    return to_json(fig)
+        data.append({"type": "scatter", "mode": "lines", "x": x, "y": _values(series["step_seconds_max"]),
+                     "name": "slowest rank's step (s)", "yaxis": "y2", "line": {"dash": "dot", "width": 1}})
+    shapes, notes = shapes_for(windows)
+    layout = _layout(title, 640, shapes=shapes, annotations=notes,
+                     yaxis={"domain": [0, 0.29], "title": {"text": "grad norm"}, "gridcolor": GRID},
+                     # log scale: the step that ends a hang takes minutes, the others seconds; both stay readable
+                     yaxis2={"domain": [0.35, 0.64], "title": {"text": "step time (s, log)"}, "type": "log", "gridcolor": GRID},
+                     yaxis3={"domain": [0.70, 1.0], "title": {"text": "loss"}, "gridcolor": GRID})
+    return to_json(data, layout)
 
 
 def rank_step_times(ranks: pd.DataFrame, windows: pd.DataFrame, title: str, lines_up_to: int = 32) -> str:
     """Median step time per rank and minute: one line per rank, or a rank x minute heatmap for many."""
-    fig = go.Figure()
     if ranks["rank"].nunique() <= lines_up_to:
-        for rank, rows in ranks.groupby("rank"):
-            fig.add_trace(go.Scatter(x=rows["minute"], y=rows["step_seconds"], name=f"rank {rank}", mode="lines"))
-        fig.update_yaxes(title_text="step time (s)")
-        shade(fig, windows)
-        return to_json(_layout(fig, title, 360))
+        data = [{"type": "scatter", "mode": "lines", "x": _times(rows["minute"]), "y": _values(rows["step_seconds"]),
+                 "name": f"rank {rank}"} for rank, rows in ranks.groupby("rank")]
+        shapes, notes = shapes_for(windows)
+        layout = _layout(title, 360, shapes=shapes, annotations=notes, yaxis={"title": {"text": "step time (s)"}, "gridcolor": GRID})
+        return to_json(data, layout)
     grid = ranks.pivot_table(index="rank", columns="minute", values="step_seconds")
-    fig.add_trace(go.Heatmap(z=grid.values, x=list(grid.columns), y=list(grid.index), colorscale="Viridis",
-                             colorbar={"title": {"text": "s"}},
-                             hovertemplate="rank %{y}<br>%{x|%Y-%m-%d %H:%M} UTC<br>%{z:.3g} s<extra></extra>"))
-    fig.update_yaxes(title_text="rank")
-    _layout(fig, title, 420)
-    fig.update_layout(hovermode="closest")
-    return to_json(fig)
+    return _heatmap(grid, title, "s", "rank", "rank %{y}")
+
+
+def _heatmap(grid: pd.DataFrame, title: str, unit: str, axis: str, who: str, colorscale: str = "Viridis") -> str:
+    data = [{"type": "heatmap", "z": grid.to_numpy(), "x": _times(grid.columns), "y": [str(v) for v in grid.index],
+             "colorscale": colorscale, "colorbar": {"title": {"text": unit}},
+             "hovertemplate": who + "<br>%{x|%Y-%m-%d %H:%M} UTC<br>%{z:.3g} " + unit + "<extra></extra>"}]
+    height = max(280, min(900, 130 + 14 * len(grid.index)))
+    layout = _layout(title, height, hovermode="closest",
+                     yaxis={"title": {"text": axis}, "type": "category", "autorange": "reversed"})
+    return to_json(data, layout)
 
 
 def gpu_heatmap(cells: pd.DataFrame, value: str, title: str, unit: str, scale: float = 1.0, time_column: str = "minute",
                 colorscale: str = "Viridis") -> str:
-    """One value per GPU and time bucket (GPU on y, time on x)."""
-    grid = cells.pivot_table(index="gpu", columns=time_column, values=value) * scale
-    height = max(260, min(900, 60 + 14 * len(grid.index)))
-    fig = go.Figure(go.Heatmap(z=grid.values, x=list(grid.columns), y=list(grid.index), colorscale=colorscale,
-                               colorbar={"title": {"text": unit}},
-                               hovertemplate="GPU %{y}<br>%{x|%Y-%m-%d %H:%M} UTC<br>%{z:.3g} " + unit + "<extra></extra>"))
-    fig.update_yaxes(title_text="GPU (host:index)", type="category", autorange="reversed")
-    _layout(fig, title, height)
-    fig.update_layout(hovermode="closest")
-    return to_json(fig)
+    """One value per GPU and time bucket (GPU on y in the query's order, time on x)."""
+    order = list(dict.fromkeys(cells["gpu"]))
+    grid = cells.pivot_table(index="gpu", columns=time_column, values=value).reindex(order) * scale
+    return _heatmap(grid, title, unit, "GPU (host:index)", "GPU %{y}", colorscale)
 
 
 def stacked_bars(frame: pd.DataFrame, x: str, parts: dict[str, str], title: str, unit: str, colours: dict[str, str],
                  x_is_time: bool = False) -> str:
     """Stacked bars of `parts` (column -> label) per `x`."""
-    fig = go.Figure()
-    for column, label in parts.items():
-        fig.add_trace(go.Bar(x=frame[x], y=frame[column], name=label, marker_color=colours.get(column),
-                             hovertemplate=f"{label}: %{{y:.2f}} {unit}<extra></extra>"))
-    fig.update_layout(barmode="stack", title={"text": title, "x": 0, "font": {"size": 14}}, height=340, margin=MARGIN,
-                      template="plotly_white", legend={"orientation": "h", "y": -0.2})
-    fig.update_yaxes(title_text=unit)
-    if x_is_time:
-        fig.update_xaxes(type="date", tickformat="%Y-%m-%d", title_text="day (UTC)")
-    else:
-        fig.update_xaxes(type="category")
-    return to_json(fig)
+    xs = _times(frame[x]) if x_is_time else list(frame[x])
+    data = [{"type": "bar", "x": xs, "y": _values(frame[column]), "name": label, "marker": {"color": colours.get(column)},
+             "hovertemplate": f"{label}: %{{y:.2f}} {unit}<extra></extra>"} for column, label in parts.items()]
+    xaxis = ({"type": "date", "tickformat": "%Y-%m-%d", "title": {"text": "day (UTC)"}, "dtick": 86400000}
+             if x_is_time else {"type": "category"})
+    layout = _layout(title, 340, barmode="stack", hovermode="closest", xaxis=xaxis,
+                     yaxis={"title": {"text": unit}, "gridcolor": GRID})
+    return to_json(data, layout)
 
 
 def lines(frame: pd.DataFrame, x: str, columns: dict[str, str], title: str, unit: str, marks: pd.DataFrame | None = None,
           height: int = 320) -> str:
     """Lines of `columns` (column -> label) over time, with vertical marks (time, label) for versions/promotions."""
-    fig = go.Figure()
-    for column, label in columns.items():
-        if column in frame:
-            fig.add_trace(go.Scatter(x=frame[x], y=frame[column], name=label, mode="lines"))
-    fig.update_yaxes(title_text=unit)
-    if marks is not None:
-        for i, m in enumerate(marks.itertuples()):
-            fig.add_vline(x=m.time, line={"dash": "dash", "color": "#455a64", "width": 1})
-            fig.add_annotation(x=m.time, y=1.0 - 0.07 * (i % 3), xref="x", yref="paper", text=m.label, showarrow=False,
-                               xanchor="left", font={"size": 10}, bgcolor="rgba(255,255,255,.7)")
-    return to_json(_layout(fig, title, height))
+    data = [{"type": "scatter", "mode": "lines", "x": _times(frame[x]), "y": _values(frame[c]), "name": label}
+            for c, label in columns.items() if c in frame]
+    shapes, notes = [], []
+    for i, m in enumerate((marks if marks is not None else pd.DataFrame(columns=["time", "label"])).itertuples()):
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": m.time, "x1": m.time, "y0": 0, "y1": 1,
+                       "line": {"dash": "dash", "color": "#455a64", "width": 1}})
+        notes.append({"x": m.time, "y": 1.0 - 0.07 * (i % 3), "xref": "x", "yref": "paper", "text": m.label, "showarrow": False,
+                      "xanchor": "left", "yanchor": "top", "font": {"size": 10}, "bgcolor": "rgba(255,255,255,.7)"})
+    layout = _layout(title, height, shapes=shapes, annotations=notes, yaxis={"title": {"text": unit}, "gridcolor": GRID})
+    return to_json(data, layout)
 
 
 def drift_scores(drift: pd.DataFrame, title: str) -> str:
     """Drift score per column and hour, the threshold dashed, drifted hours ringed."""
-    fig = go.Figure()
+    data = []
     for column, rows in drift.groupby("column"):
-        fig.add_trace(go.Scatter(x=rows["hour"], y=rows["score"], name=str(column), mode="lines+markers",
-                                 marker={"size": [12 if d else 6 for d in rows["drifted"]],
-                                         "line": {"width": [2 if d else 0 for d in rows["drifted"]], "color": "#c62828"}}))
+        flags = [bool(d) for d in rows["drifted"]]
+        data.append({"type": "scatter", "mode": "lines+markers", "x": _times(rows["hour"]), "y": _values(rows["score"]),
+                     "name": str(column), "marker": {"size": [12 if d else 6 for d in flags],
+                                                     "line": {"width": [2 if d else 0 for d in flags], "color": "#c62828"}}})
+    shapes = []
     if not drift.empty:
-        fig.add_hline(y=float(drift["threshold"].median()), line={"dash": "dash", "color": "#c62828", "width": 1},
-                      annotation_text="threshold", annotation_position="top left")
-    fig.update_yaxes(title_text="drift score")
-    return to_json(_layout(fig, title, 340))
+        threshold = float(drift["threshold"].median())
+        shapes.append({"type": "line", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": threshold, "y1": threshold,
+                       "line": {"dash": "dash", "color": "#c62828", "width": 1}})
+    layout = _layout(title, 340, shapes=shapes, hovermode="closest", yaxis={"title": {"text": "drift score (dashed: threshold)"},
+                                                                            "gridcolor": GRID})
+    return to_json(data, layout)

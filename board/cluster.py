@@ -8,8 +8,12 @@ from board.now import CAUSE_COLOURS, CAUSES
 
 
 def context(con) -> dict:
-    days = db.frame(con, "cluster_days")
-    teams = db.frame(con, "cluster_teams")
+    # one pass over the goodput view (it reads every GPU sample), summed two ways here
+    both = db.frame(con, "cluster_goodput")
+    parts = ["allocated_gpu_hours", *CAUSES, "wasted_gpu_hours"]
+    days = both.groupby("day", as_index=False)[parts].sum().sort_values("day")
+    teams = both.groupby("team", as_index=False).agg(runs=("runs", "sum"), **{p: (p, "sum") for p in parts})
+    teams = teams.sort_values(["wasted_gpu_hours", "team"], ascending=[False, True])
     hours = db.frame(con, "cluster_gpu_hours")
     figures = {}
     if not days.empty:
@@ -22,5 +26,5 @@ def context(con) -> dict:
                                                     100.0, time_column="hour")
         figures["allocated"] = charts.gpu_heatmap(hours, "allocated_ratio", "Share of each hour a run held the GPU (%)",
                                                   "%", 100.0, time_column="hour", colorscale="Blues")
-    return {"days": db.records(con, "cluster_days"), "teams": teams.to_dict("records"), "causes": CAUSES,
+    return {"days": days.to_dict("records"), "teams": teams.to_dict("records"), "causes": CAUSES,
             "figures": figures, "gpu_count": int(hours["gpu"].nunique()) if not hours.empty else 0}

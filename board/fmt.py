@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import pandas as pd
 
@@ -14,7 +14,8 @@ TIER_COLOURS = {"SEV1": "#c62828", "SEV2": "#ef6c00", "SEV3": "#f9a825"}
 _UNITS = (
     ("_gpu_hours", "GPU-h", 1.0), ("gpu_hours", "GPU-h", 1.0), ("_seconds", "s", 1.0), ("_ratio", "%", 100.0),
     ("_bytes", "GB", 1e-9), ("_watts", "W", 1.0), ("_celsius", "°C", 1.0), ("_hertz", "MHz", 1e-6),
-    ("_minutes", "min", 1.0), ("_total", "count", 1.0), ("_steps", "steps", 1.0), ("_per_second", "/s", 1.0),
+    ("_minutes", "min", 1.0), ("_pct", "%", 1.0), ("_percent", "%", 1.0), ("_total", "count", 1.0),
+    ("_steps", "steps", 1.0), ("_per_second", "/s", 1.0),
 )
 
 
@@ -85,6 +86,8 @@ def evidence_value(key: str, value) -> str:
     """One evidence entry with its unit, read from its key's suffix (`stall_seconds` -> `412 s`)."""
     if isinstance(value, dict | list):
         return json.dumps(value, default=str)
+    if isinstance(value, str) and len(value) >= 19 and value[4] == "-" and value[10] in "T ":
+        return utc(value)    # an ISO time: UTC, 24-hour, the zone shown
     if isinstance(value, str) or value is None or isinstance(value, bool):
         return "—" if value is None else str(value)
     for suffix, unit, scale in _UNITS:
@@ -113,10 +116,6 @@ def listed(values, limit: int = 12) -> str:
     values = list(values or [])
     shown = ", ".join(str(v) for v in values[:limit])
     return shown + (f", … (+{len(values) - limit})" if len(values) > limit else "") if values else "—"
-
-
-def now_utc() -> str:
-    return f"{datetime.utcnow():%Y-%m-%d %H:%M:%S} UTC"
 
 
 FILTERS = {"utc": utc, "hm": hm, "duration": duration, "gpu_hours": gpu_hours, "number": number, "percent": percent,

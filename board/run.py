@@ -24,6 +24,7 @@ def context(con, run_id: str) -> dict | None:
     if not exists(con, run_id):
         return None
     params = {"run_id": run_id}
+    run_row = db.one(con, "run", params)
     goodput = db.one(con, "run_goodput", params)
     windows = sql.frame(con, "report/run_incidents", params)
     series = sql.frame(con, "report/run_series", params)
@@ -45,12 +46,13 @@ def context(con, run_id: str) -> dict | None:
                 heatmaps.append(charts.gpu_heatmap(gpus, column, f"{title} per GPU and minute ({unit})", unit, scale))
     return {
         "run_id": run_id,
-        "run": db.one(con, "run", params),
+        "run": run_row,
         "goodput": goodput,
         "incidents": db.records(con, "run_incidents", params),
         "checkpoints": db.records(con, "run_checkpoints", params),
         "status": db.one(con, "run_checkpoint_status", params),
-        "restarts": db.records(con, "run_restarts", params),
+        # restart_cost reads gpu_time for the whole cluster: only ask when the run restarted
+        "restarts": db.records(con, "run_restarts", params) if (run_row or {}).get("restarts") else [],
         "figures": figures,
         "heatmaps": heatmaps,
         "gpu_count": int(gpus["gpu"].nunique()) if not gpus.empty else 0,

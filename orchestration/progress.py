@@ -19,8 +19,9 @@ import time
 
 CLEAR = "\r\x1b[K"  # carriage return + erase to end of line
 QUIET_AFTER_SECONDS = 2.0
-_live_tickers = 0          # Tickers running now: while one speaks, waits below it stay quiet
+_live_tickers: list = []   # Tickers running now: a live line, or one plain line already said, covers waits below them
 _wait_stream = None        # where waits announce themselves (set by the CLI), None: nowhere
+_saying = threading.Lock() # a Ticker's thread and a wait below it decide "said yet?" one at a time
 
 
 class WaitNotice:
@@ -34,13 +35,22 @@ class WaitNotice:
 
     def poll(self) -> bool:
         """Write the line if the wait is long enough and nobody said it yet; returns whether it is said."""
-        if self.said or self.stream is None or (self.quiet_under_ticker and _live_tickers):
+        with _saying:
+            return self._poll()
+
+    def _poll(self) -> bool:
+        if self.said or self.stream is None:
             return self.said
+        if self.quiet_under_ticker and any(t.enabled or t.notice.said for t in _live_tickers):
+            return self.said    # a live line shows the wait, or a Ticker's one line has said it
         waited = self.clock() - self.started
         if waited >= self.after:
             self.stream.write(f"goodput: waiting for {self.what} ({waited:.0f}s so far)\n")
             self.stream.flush()
             self.said = True
+            if self.quiet_under_ticker:
+                for ticker in _live_tickers:   # one line per wait: the Ticker around it stays quiet now
+                    ticker.notice.said = True
         return self.said
 
 
@@ -67,7 +77,7 @@ class Ticker:
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = _is_tty(self.stream) if enabled is None else enabled
         # off a terminal: one plain line once the work has lasted 2 s (the CLI never waits silently)
-        self.notice = None if self.enabled else WaitNotice("", self.stream, clock=clock, quiet_under_ticker=False)
+        self.notice = WaitNotice("", None if self.enabled else self.stream, clock=clock, quiet_under_ticker=False)
         self.total = total
         self.interval = interval
         self.done = 0
@@ -78,15 +88,13 @@ class Ticker:
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> Ticker:
-        global _live_tickers
-        _live_tickers += 1
+        _live_tickers.append(self)
         self._thread = threading.Thread(target=self._run, name="goodput-progress", daemon=True)
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        global _live_tickers
-        _live_tickers -= 1
+        _live_tickers.remove(self)
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
@@ -136,7 +144,7 @@ class Ticker:
         """Redraw the live line (terminal), or say the one plain line once it is due (elsewhere)."""
         if self.enabled:
             self._draw()
-        elif self.notice is not None and not self.notice.said:
+        elif not self.notice.said:
             with self._lock:
                 self.notice.what = self.text or "work in progress"
             self.notice.poll()

@@ -4,5 +4,5 @@ SELECT host || ':' || gpu_index AS gpu, date_trunc('minute', time) AS minute,
        avg(temperature_celsius) AS temperature_celsius, avg(sm_clock_hertz) AS sm_clock_hertz
 FROM gpu_samples
 WHERE run_id = $run_id
-GROUP BY ALL
+GROUP BY host, gpu_index, minute
 ORDER BY host, gpu_index, minute;
