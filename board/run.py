@@ -6,7 +6,6 @@ minute heatmaps; goodput; checkpoints and what a restart costs; each incident's 
 from __future__ import annotations
 
 from board import charts, db
-from orchestration import sql
 
 HEATMAPS = (  # column, title, unit, scale
     ("utilization_ratio", "GPU utilization", "%", 100.0),
@@ -26,9 +25,9 @@ def context(con, run_id: str) -> dict | None:
     params = {"run_id": run_id}
     run_row = db.one(con, "run", params)
     goodput = db.one(con, "run_goodput", params)
-    windows = sql.frame(con, "report/run_incidents", params)
-    series = sql.frame(con, "report/run_series", params)
-    ranks = sql.frame(con, "report/rank_step_seconds", params)
+    windows = db.cached(con, "report/run_incidents", params)
+    series = db.cached(con, "report/run_series", params)
+    ranks = db.cached(con, "report/rank_step_seconds", params)
     gpus = db.frame(con, "run_gpu_minutes", params)
     figures = {}
     if not series.empty:
@@ -36,7 +35,7 @@ def context(con, run_id: str) -> dict | None:
                                               "(shaded: incidents, onset to resolved)")
     if not ranks.empty:
         figures["ranks"] = charts.rank_step_times(ranks, windows, f"{run_id}: median step time per rank and minute")
-    drift = sql.frame(con, "quality/run_drift", params).rename(columns={"column_name": "column"})
+    drift = db.cached(con, "quality/run_drift", params).rename(columns={"column_name": "column"})
     if not drift.empty:   # the run's models in production: how their inputs and predictions moved
         figures["drift"] = charts.drift_scores(drift, f"{run_id}'s model versions: drift score per column and hour")
     heatmaps = []
