@@ -69,7 +69,8 @@ def test_report_is_the_board_run_page_in_one_self_contained_file(home):
     assert page_path.stat().st_mode & 0o777 == 0o644            # readable by the group (and others)
     page = page_path.read_text()
     for expected in ("Run busy but not progressing: run llm-small", "busy_not_progressing", "SEV1",
-                     "/checkpoints/llm-small/step-002500 (step 2,500)", "Restarts (0)", "GPU-h", "UTC",
+                     "/checkpoints/llm-small/step-001000 (step 1,000)", "/checkpoints/llm-small/step-002500",
+                     "Restarts (0)", "GPU-h", "UTC",
                      "Loss, step time and grad norm", "Step time per rank", "GPU utilization per GPU and minute (%)"):
         assert expected in page, expected
     # one file: plotly.js inline, no script or image fetched from elsewhere; no raw dataframe dumps
