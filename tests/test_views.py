@@ -30,6 +30,7 @@ from tests.conftest import SMALL
 
 VIEWS = {"runs", "stall_windows", "restarts", "gpu_time", "goodput", "run_health", "open_incidents",
          "incident_timeline", "checkpoint_status", "restart_cost", "serving_versions", "drift_history"}
+VIEWS |= {"monitor_incidents", "open_incident_groups"}   # the monitor's incidents; GPU-hours at risk per correlated group
 HOURS = ("2026-11-30-00:00", "2026-11-30-01:00")
 
 
