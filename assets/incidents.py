@@ -35,6 +35,7 @@ import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
 from assets import triage
+from checks.incident_checks import open_gpu_hours_at_risk
 from checks.registry import REGISTRY, TIERS, SignalRegistry
 from orchestration import sql
 from orchestration.sinks import AlertJournal, journal_path, mirror_journal
@@ -395,8 +396,12 @@ class IncidentsConfig(dg.Config):
                          {"SEV2": self.escalate_to_sev2_gpu_hours, "SEV1": self.escalate_to_sev1_gpu_hours})
 
 
+# the lineage shows what the incidents come from: every asset a signal's check runs on, and the ingest
+CHECKED_ASSETS = sorted({"training_steps", "gpu_samples", "lineage_events"} | {signal.asset for signal in REGISTRY})
+
+
 @dg.asset(
-    deps=["training_steps", "gpu_samples", "lineage_events"],
+    deps=CHECKED_ASSETS,
     group_name="incidents",
     kinds={"duckdb"},
     pool=POOL,
@@ -415,6 +420,7 @@ def incidents(context: dg.AssetExecutionContext, config: IncidentsConfig, wareho
         store(con, folded, transitions, counts.pop("_state"))
         # the fold holds the write lock anyway: log delivery attempts a sensor could not mirror
         mirrored = mirror_journal(con, AlertJournal(journal_path(Path(warehouse.path).parent)))
+        gpu_hours_open = open_gpu_hours_at_risk(con)   # each correlated group once (sql/views)
     open_ = folded[folded["status"] == "open"]
     escalated = int((transitions["transition"] == "escalated").sum()) if not transitions.empty else 0
     context.log.info(f"{len(folded)} incident(s), {len(open_)} open, {escalated} escalation(s), from {counts['findings']} finding(s)"
@@ -428,7 +434,7 @@ def incidents(context: dg.AssetExecutionContext, config: IncidentsConfig, wareho
             "groups_kept": counts["groups_kept"],
             "transitions": len(transitions),
             "alert_attempts_logged": mirrored,
-            "gpu_hours_at_risk_open": float(open_["gpu_hours_at_risk"].sum()) if not open_.empty else 0.0,
+            "gpu_hours_at_risk_open": gpu_hours_open,
             "open_incidents": dg.MetadataValue.md(incidents_table_md(open_)),
             "recent_incidents": dg.MetadataValue.md(incidents_table_md(folded)),
         }

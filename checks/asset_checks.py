@@ -18,6 +18,7 @@ import checks.signals  # noqa: F401  (registers the signals)
 from checks import episodes
 from checks.registry import LINEAGE_COLUMNS, REGISTRY, Signal
 from orchestration import sql
+from orchestration.board_links import BoardResource, report_link
 from orchestration.partitions import hourly, naive_utc
 from orchestration.thresholds import ThresholdsResource
 from orchestration.warehouse import POOL, WarehouseResource, transaction
@@ -68,9 +69,10 @@ def evaluate(
 
 
 def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, thresholds: dict,
-                 home: Path | None = None) -> dg.AssetCheckResult:
+                 home: Path | None = None, board_url: str | None = None) -> dg.AssetCheckResult:
     """Pass/fail with the evidence: value, baseline, threshold, window, offending entities, and the
-    report a finding's evidence names (`report_path`, relative to GOODPUT_HOME `home`) as a link."""
+    report a finding's evidence names (`report_path`, relative to GOODPUT_HOME `home`) as a link:
+    to the incident board that serves it (`board_url`), else to the file."""
     metadata: dict = {
         "signal": signal.name,
         "tier": signal.tier,
@@ -91,7 +93,10 @@ def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, th
             metadata["baseline"] = float(worst["baseline"])
         metadata["evidence"] = dg.MetadataValue.json(worst["evidence"])
         report = worst["evidence"].get("report_path") if isinstance(worst["evidence"], dict) else None
-        if report:
+        if report and board_url:
+            metadata["report"] = dg.MetadataValue.url(report_link(board_url, report))
+            metadata["report_link"] = dg.MetadataValue.md(f"[open the report]({report_link(board_url, report)})")
+        elif report:
             path = (Path(home) / report).resolve() if home is not None else Path(report)
             metadata["report"] = dg.MetadataValue.path(str(path))
             metadata["report_link"] = dg.MetadataValue.md(f"[open the report]({path.as_uri() if path.is_absolute() else report})")
@@ -133,13 +138,14 @@ def build_check(signal: Signal) -> dg.AssetChecksDefinition:
         metadata={"family": signal.family, "entity": signal.entity, "tier": signal.tier, "owner": signal.owner},
     )
     def _check(
-        context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource, thresholds: ThresholdsResource
+        context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource, thresholds: ThresholdsResource,
+        board: BoardResource,
     ) -> dg.AssetCheckResult:
         window = context.partition_time_window
         chosen = thresholds.for_signal(signal.name, signal.thresholds, CATALOGUE)   # the whole file checked, once per version
         with warehouse.connect() as con:
             frame, findings = evaluate(con, signal, window.start, window.end, chosen)
-        return check_result(signal, frame, findings, chosen, home=Path(warehouse.path).resolve().parent)
+        return check_result(signal, frame, findings, chosen, home=Path(warehouse.path).resolve().parent, board_url=board.url)
 
     return _check
 

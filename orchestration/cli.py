@@ -210,10 +210,19 @@ def workspace_file(home: Path) -> Path:
 
 
 def cmd_ui(args) -> int:
+    import subprocess
+
     home = use_home(args.home)
     dagster = Path(sys.executable).with_name("dagster")
     command = [str(dagster) if dagster.exists() else "dagster", "dev", "-w", str(workspace_file(home)),
                "-h", args.host, "-p", str(args.port)]
+    # the incident board beside it, in the same process group (Ctrl-C, or ending the group, stops both);
+    # links in check metadata and alerts open this board unless GOODPUT_BOARD_URL says otherwise
+    board_url = f"http://{args.host}:{args.board_port}"
+    os.environ.setdefault("GOODPUT_BOARD_URL", board_url)
+    subprocess.Popen([sys.executable, "-m", "board", "--home", str(home), "--host", args.host, "--port", str(args.board_port),
+                      "--dagster-url", f"http://{args.host}:{args.port}"], cwd=REPO_ROOT, env=os.environ)
+    _say(f"Incident board for {home} on {board_url}")
     _say(f"Dagster UI for {home} on http://{args.host}:{args.port}  (Ctrl-C to stop)")
     os.chdir(home)
     os.execvpe(command[0], command, os.environ)
@@ -250,10 +259,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("signals", help="print the signal registry as a markdown table")
     p.set_defaults(func=cmd_signals)
 
-    p = sub.add_parser("ui", help="start the Dagster UI (dagster dev) on the home's instance")
+    p = sub.add_parser("ui", help="start the Dagster UI (dagster dev) and the incident board on the home")
     p.add_argument("--home")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=3000)
+    p.add_argument("--board-port", type=int, default=3001, help="the incident board's port (default 3001)")
     p.set_defaults(func=cmd_ui)
 
     from orchestration.commands import add_all
@@ -264,6 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from orchestration.progress import announce_waits
+
+    announce_waits()   # a wait longer than 2 s says what it waits for on stderr, piped or not
     from orchestration.instance import InstanceDamaged
     from orchestration.warehouse import WarehouseBusy, WarehouseDamaged, WarehouseMissing
 

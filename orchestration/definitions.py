@@ -6,6 +6,7 @@ import dagster as dg
 
 import assets
 import checks
+from orchestration.board_links import BoardResource, board_url_from_env
 from orchestration.home import goodput_home, raw_root, warehouse_path
 from orchestration.jobs import detect_job, incidents_job
 from orchestration.maintenance_schedule import maintenance_daily, maintenance_job
@@ -26,6 +27,7 @@ def resources_for(home) -> dict:
         "raw_zone": RawZoneResource(root=str(raw_root(home))),
         "alerting": alerting_resource_for(home),
         # Off unless a URL (or a sources file naming one) is set: the simulator is the default source.
+        "board": BoardResource(url=board_url_from_env()),   # links in check metadata open the incident board
         "prometheus": prometheus_resource_from_env(),   # secrets as dg.EnvVar: names in storage, never values
     }
 

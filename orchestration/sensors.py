@@ -19,7 +19,8 @@ import dagster as dg
 import duckdb
 import pandas as pd
 
-from orchestration import sql
+from orchestration import monitor_incidents, sql
+from orchestration.board_links import alert_links
 from orchestration.jobs import detect_job, incidents_job
 from orchestration.raw_zone import RawZoneResource
 from orchestration.sinks import AlertingConfigError, AlertingResource, mirror_journal
@@ -104,9 +105,10 @@ def mirror_attempts(warehouse: WarehouseResource, alerting: AlertingResource) ->
     try:
         with warehouse.connect(wait_seconds=0.5) as con:
             added = mirror_journal(con, alerting.journal())
+            monitor = monitor_incidents.mirror(con, alerting.monitor_alerts())   # alerts about Goodput: incidents too
     except WarehouseBusy:
         return False, "attempt log mirrored later (a run holds the warehouse)"
-    return True, f"{added} attempt(s) logged in alert_attempts"
+    return True, f"{added} attempt(s) logged in alert_attempts, {monitor} monitor transition(s) in monitor_alerts"
 
 
 def run_alerts(context, alerting: AlertingResource, alerts: list[dict]) -> str:
@@ -144,6 +146,7 @@ def incident_alerts(context: dg.SensorEvaluationContext, warehouse: WarehouseRes
         run_url = alerting.run_url(_latest_fold_run(context.instance))
         for alert in alerts:
             alert["dagster_run_url"] = run_url
+            alert.update(alert_links(alerting.board_url, alert))   # the incident's page on the board
         everything = sorted(alerts + alerting.monitor_alerts(), key=lambda a: (a.get("transition_at") or "", a["incident_id"]))
         message = run_alerts(context, alerting, everything)
         settled = not alerting.pending(alerts)
@@ -152,8 +155,8 @@ def incident_alerts(context: dg.SensorEvaluationContext, warehouse: WarehouseRes
     if digest is not None and (alerts or not state.get("settled")):
         state.update(transitions=digest, settled=settled)
         context.update_cursor(json.dumps(state))
-    # mirror the journal only when it grew since the last mirror: an idle tick takes no write lock
-    journaled = len(alerting.journal().attempts())
+    # mirror the journal (and the monitor outbox) only when it grew since the last mirror: an idle tick takes no write lock
+    journaled = len(alerting.journal().attempts()) + len(alerting.monitor_alerts())
     if journaled != state.get("mirrored"):
         mirrored, note = mirror_attempts(warehouse, alerting)
         message += f"; {note}"
@@ -176,7 +179,7 @@ def monitor_alert(alerting: AlertingResource, *, incident_id: str, transition: s
     if config.monitor.escalation:
         playbook += "\nEscalation: " + " -> ".join(config.monitor.escalation)
     iso = datetime.fromtimestamp(at, tz=timezone.utc).isoformat()
-    return {
+    alert = {
         "incident_id": incident_id, "transition": transition, "transition_at": iso, "tier": config.monitor.tier,
         "current_tier": config.monitor.tier, "tier_reason": f"{config.monitor.tier}: monitoring the monitor (alerting config)",
         "title": title, "signal": signal, "family": MONITOR_FAMILY, "status": "resolved" if transition == "resolved" else "open",
@@ -184,6 +187,7 @@ def monitor_alert(alerting: AlertingResource, *, incident_id: str, transition: s
         "ranks": [], "hosts": [], "gpus": [], "onset": iso, "opened": iso, "gpu_hours_at_risk": None,
         "evidence": evidence, "playbook": playbook, "dagster_run_url": run_url,
     }
+    return {**alert, **alert_links(alerting.board_url, alert)}   # a monitor incident has its board page too
 
 
 class _Leave(dict):

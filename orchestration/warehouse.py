@@ -32,6 +32,7 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
+from orchestration import progress
 from orchestration.instance import POOL, free_dead_run_slots
 from orchestration.sql import SQL_ROOT
 
@@ -241,6 +242,7 @@ class WarehouseResource(dg.ConfigurableResource):
               retry: WarehouseResource | None) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + wait_seconds
         delay = 0.05
+        notice = progress.waiting(f"the warehouse {path}: a Goodput run holds its write lock (up to {wait_seconds:g}s)")
         while True:
             try:
                 return duckdb.connect(str(path), read_only=read_only, config=config or {})
@@ -250,6 +252,7 @@ class WarehouseResource(dg.ConfigurableResource):
                         f"{path} is not a readable DuckDB warehouse ({' '.join(str(error).split())[:160]}): restore it "
                         "from a backup, or move it aside and delete "
                         f"{marker_path(path)}, then re-run its hours from the raw zone") from None
+                notice.poll()   # the CLI says what it waits for after 2 s, piped or not
                 if time.monotonic() >= deadline:
                     holder = lock_holder(error)
                     if retry is not None:

@@ -14,9 +14,11 @@ def test_definitions_load_with_assets_checks_jobs_and_sensors():
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert {"gpu_samples", "training_steps", "lineage_events", "training_baselines", "gpu_baselines", "incidents"} <= keys
+    from checks.incident_checks import CHECK_NAME
     from checks.registry import REGISTRY
 
-    assert {c.name for c in graph.asset_check_keys} == {s.name for s in REGISTRY}
+    # one check per signal, and the incidents asset's own (red while a SEV1 is open)
+    assert {c.name for c in graph.asset_check_keys} == {s.name for s in REGISTRY} | {CHECK_NAME}
     assert {"detect", "fold_incidents"} <= {j.name for j in defs.resolve_all_job_defs()}
     assert defs.resolve_sensor_def("incident_alerts") and defs.resolve_sensor_def("raw_zone_detect")
     # event-driven: the raw-zone sensor, not a clock (issue 15); the one schedule is the daily maintenance

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -60,21 +61,25 @@ def pixels(png: bytes) -> np.ndarray:
     return matplotlib.image.imread(io.BytesIO(png), format="png")
 
 
-def test_report_writes_a_page_with_the_plots_and_the_incident(home):
+def test_report_is_the_board_run_page_in_one_self_contained_file(home):
     done = goodput("report", "llm-small", "--home", str(home))
     assert done.returncode == 0, done.stderr
-    out = home / "reports" / "llm-small"
-    assert str(out / "index.html") in done.stdout
-    page = (out / "index.html").read_text()
-    for expected in ('<img src="run.png"', '<img src="ranks.png"', "Run busy but not progressing: run llm-small",
-                     "busy_not_progressing", "SEV1", "/checkpoints/llm-small/step-002500", "Restarts (0)"):
+    page_path = home / "reports" / "llm-small.html"
+    assert str(page_path) in done.stdout
+    assert page_path.stat().st_mode & 0o777 == 0o644            # readable by the group (and others)
+    page = page_path.read_text()
+    for expected in ("Run busy but not progressing: run llm-small", "busy_not_progressing", "SEV1",
+                     "/checkpoints/llm-small/step-001000 (step 1,000)", "/checkpoints/llm-small/step-002500",
+                     "Restarts (0)", "GPU-h", "UTC",
+                     "Loss, step time and grad norm", "Step time per rank", "GPU utilization per GPU and minute (%)"):
         assert expected in page, expected
-    assert "GPU-hours productive" in page and "goodput" in page
-    for name in ("run.png", "ranks.png"):
-        data = (out / name).read_bytes()
-        assert data.startswith(PNG_MAGIC) and pixels(data).shape[1] >= 800
-        shutil.copy(out / name, artifacts() / f"llm-small-{name}")
-    assert not list(out.glob(".*"))  # no temporary files left behind
+    # one file: plotly.js inline, no script or image fetched from elsewhere; no raw dataframe dumps
+    assert "<script src=" not in page and "<img" not in page and "Plotly.newPlot" in page and len(page) > 3_000_000
+    text = re.sub(r"<script.*?</script>", "", page, flags=re.S)
+    for raw in ("NaN", "None", "<NA>", "NaT", 'class="dataframe"'):
+        assert raw not in text, raw
+    shutil.copy(page_path, artifacts() / "llm-small.html")
+    assert not list(page_path.parent.glob(".*"))  # no temporary files left behind
 
 
 def test_report_on_an_unknown_run_lists_the_known_ones(home, tmp_path):

@@ -67,6 +67,8 @@ def slack_message(alert: Mapping) -> dict:
                                      "text": _short("*Lineage*\n" + (e("\n".join(_lineage_lines(alert))) or "none"), 3000)}},
         {"type": "section", "text": {"type": "mrkdwn", "text": _short(f"*Playbook*\n```{e(alert.get('playbook') or 'none')}```", 3000)}},
     ]
+    if alert.get("board_url"):
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"<{alert['board_url']}|Open the incident on the board>"}})
     if run_url:
         blocks.append({"type": "actions", "elements": [
             {"type": "button", "text": {"type": "plain_text", "text": "Open the Dagster run"}, "url": run_url},
@@ -115,9 +117,12 @@ def pagerduty_event(alert: Mapping, routing_key: str) -> dict:
         },
         "client": "Goodput",
     }
-    if run_url:
-        event["client_url"] = run_url
-        event["links"] = [{"href": run_url, "text": "Dagster run"}]
+    links = [{"href": run_url, "text": "Dagster run"}] if run_url else []
+    if alert.get("board_url"):
+        links.append({"href": alert["board_url"], "text": "Incident on the Goodput board"})
+    if links:
+        event["client_url"] = links[0]["href"]
+        event["links"] = links
     return event
 
 

@@ -12,6 +12,7 @@ from orchestration.alerting.config import DEFAULT_CONFIG, AlertingConfig, load_c
 from orchestration.alerting.delivery import Sink, SinkInactive, deliver
 from orchestration.alerting.journal import AlertJournal, append_jsonl, finished, read_jsonl
 from orchestration.alerting.payloads import dedup_key
+from orchestration.board_links import DEFAULT_BOARD_URL, board_url_from_env
 from orchestration.home import alerts_path
 
 
@@ -22,6 +23,7 @@ class AlertingResource(dg.ConfigurableResource):
     file_sink_path: str     # the file sink: GOODPUT_HOME/alerts/alerts.jsonl
     journal_path: str       # the attempt journal: GOODPUT_HOME/alerts/attempts.jsonl
     outbox_path: str        # alerts about Goodput itself, kept until delivered: GOODPUT_HOME/alerts/monitor.jsonl
+    board_url: str = DEFAULT_BOARD_URL   # the incident board alerts link to (GOODPUT_BOARD_URL)
 
     def config(self) -> AlertingConfig:
         return load_config(self.config_path)
@@ -82,4 +84,5 @@ def alerting_resource_for(home) -> AlertingResource:
         file_sink_path=str(file_sink),
         journal_path=str(file_sink.with_name("attempts.jsonl")),
         outbox_path=str(file_sink.with_name("monitor.jsonl")),
+        board_url=board_url_from_env(),
     )

@@ -16,6 +16,7 @@ MODULES: list[str] = [
     "imports",
     "backfill",
     "refold",
+    "board",
 ]
 
 

@@ -1,0 +1,62 @@
+"""Where the incident board answers, and the links into it that alerts and check metadata carry.
+
+The base URL is `GOODPUT_BOARD_URL` (set it to the address people open, e.g. behind a proxy), else
+the board's default on loopback. Links are plain `https://.../incidents/<id>`, never server paths.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import quote
+
+import dagster as dg
+
+DEFAULT_BOARD_PORT = 3001
+DEFAULT_BOARD_URL = f"http://127.0.0.1:{DEFAULT_BOARD_PORT}"
+BOARD_URL_ENV = "GOODPUT_BOARD_URL"
+
+
+def board_url_from_env() -> str:
+    return os.environ.get(BOARD_URL_ENV) or DEFAULT_BOARD_URL
+
+
+def incident_link(base: str, incident_id: str) -> str:
+    return f"{base.rstrip('/')}/incidents/{quote(incident_id, safe='')}"
+
+
+def run_link(base: str, run_id: str) -> str:
+    return f"{base.rstrip('/')}/runs/{quote(run_id, safe='')}"
+
+
+def endpoint_link(base: str, endpoint: str) -> str:
+    return f"{base.rstrip('/')}/endpoints/{quote(endpoint, safe='')}"
+
+
+def report_link(base: str, report_path: str) -> str:
+    """A drift report (its path relative to GOODPUT_HOME, `reports/drift/...`) as served by the board."""
+    return f"{base.rstrip('/')}/{quote(report_path.lstrip('/'))}"
+
+
+def alert_links(base: str, alert: dict) -> dict[str, str]:
+    """The board pages an alert is about: its incident, its run, its endpoint, the report its evidence names."""
+    links = {"board_url": incident_link(base, alert["incident_id"])}
+    if alert.get("run_id"):
+        links["board_run_url"] = run_link(base, alert["run_id"])
+    if alert.get("endpoint"):
+        links["board_endpoint_url"] = endpoint_link(base, alert["endpoint"])
+    report = (alert.get("evidence") or {}).get("report_path") if isinstance(alert.get("evidence"), dict) else None
+    if report:
+        links["board_report_url"] = report_link(base, report)
+    return links
+
+
+class BoardResource(dg.ConfigurableResource):
+    """The incident board's base URL, for links in check metadata (GOODPUT_BOARD_URL, else loopback)."""
+
+    url: str = DEFAULT_BOARD_URL
+
+    def incident(self, incident_id: str) -> str:
+        return incident_link(self.url, incident_id)
+
+    def report(self, report_path: str) -> str:
+        return report_link(self.url, report_path)

@@ -1,0 +1,11 @@
+-- Productive vs wasted GPU-hours by cause, on the newest UTC day with data (the cluster's "today").
+SELECT day,
+       sum(allocated_gpu_hours)            AS allocated_gpu_hours,
+       sum(productive_gpu_hours)           AS productive_gpu_hours,
+       sum(busy_not_progressing_gpu_hours) AS busy_not_progressing_gpu_hours,
+       sum(idle_allocated_gpu_hours)       AS idle_allocated_gpu_hours,
+       sum(lost_to_restarts_gpu_hours)     AS lost_to_restarts_gpu_hours,
+       sum(wasted_gpu_hours)               AS wasted_gpu_hours
+FROM goodput
+WHERE day = (SELECT max(CAST(time AS DATE)) FROM gpu_samples)
+GROUP BY day;
