@@ -187,11 +187,25 @@ def ingest_appended(con: duckdb.DuckDBPyConnection, source: RawSource, work: lis
             "parse": "appended", "bytes_read": int(sum(w.size - w.offset for w in work))}
 
 
+def still_there(files: list[Path]) -> list[Path]:
+    """The listed files that still exist: one deleted since the listing is skipped, as the next
+    listing would skip it, instead of failing the whole source-hour."""
+    kept = []
+    for path in files:
+        try:
+            path.stat()
+        except FileNotFoundError:
+            continue
+        kept.append(path)
+    return kept
+
+
 def ingest_hour(con: duckdb.DuckDBPyConnection, source: RawSource, files: list[Path], start: datetime, end: datetime,
                 incremental: bool = True) -> dict:
     """Ingest one hour of one source: only what arrived since the last read when that is known,
     else the whole hour (replaced) with its offsets recorded."""
     start, end = naive_utc(start), naive_utc(end)
+    files = still_there(files)
     work = plan(con, source, files, start) if incremental else None
     if work is not None:
         if not work:

@@ -66,6 +66,21 @@ def test_a_dangling_symlink_is_skipped_and_reported_and_the_hour_loads(tmp_path)
     assert said == [f"raw zone: skipped {folder / 'gone.jsonl'}: vanished or a dangling symlink"]
 
 
+def test_a_file_deleted_between_the_listing_and_the_read_is_skipped_and_the_hour_loads(tmp_path):
+    from assets.ingest_incremental import ingest_hour
+
+    folder = hour_folder(tmp_path / "raw")
+    write_lines(folder / "agent.jsonl", [sample(), sample(gpu_index=1)])
+    write_lines(folder / "gone.jsonl", [sample(gpu_index=2)])
+    files = RawZoneResource(root=str(tmp_path / "raw")).files(GPU.folder, HOUR)
+    assert len(files) == 2
+    (folder / "gone.jsonl").unlink()   # after the listing, before the read
+    with WarehouseResource(path=str(tmp_path / "w.duckdb")).connect() as con:
+        result = ingest_hour(con, GPU, files, HOUR, END)
+        loaded = con.execute("SELECT gpu_index FROM gpu_samples ORDER BY gpu_index").fetchall()
+    assert result["rows_loaded"] == 2 and loaded == [(0,), (1,)]
+
+
 def test_a_symlink_out_of_the_raw_zone_is_never_read(tmp_path):
     folder = hour_folder(tmp_path / "raw")
     write_lines(folder / "agent.jsonl", [sample()])
