@@ -28,6 +28,8 @@ DELETE FROM badput_minutes b
 WHERE b.minute < $end
   AND (b.minute >= $start - INTERVAL 2 MINUTE OR EXISTS (SELECT 1 FROM bp_rewrite r WHERE r.run_id = b.run_id AND b.minute >= r.write_from));
 
+-- Sums are rounded to a micro-GPU-second: DuckDB's parallel sums differ in their last bits from run
+-- to run, and a re-run of a partition must leave identical rows.
 INSERT INTO badput_minutes BY NAME
 WITH per_slot AS (
     SELECT run_id, minute, time, any_value(rank_gpus) AS rank_gpus, any_value(spare_gpus) AS spare_gpus,
@@ -36,23 +38,23 @@ WITH per_slot AS (
 ),
 held AS (
     SELECT run_id, minute,
-           sum((rank_gpus + spare_gpus) * slot_seconds) AS allocated,
-           sum(spare_gpus * slot_seconds)               AS spare,
+           round(sum((rank_gpus + spare_gpus) * slot_seconds), 6) AS allocated,
+           round(sum(spare_gpus * slot_seconds), 6)               AS spare,
            max(rank_gpus + spare_gpus)                  AS gpus,
            mode(gpu_name)                               AS gpu_name
     FROM per_slot GROUP BY ALL
 ),
 split AS (
     SELECT run_id, minute,
-           coalesce(sum(gpu_seconds) FILTER (category = 'startup'), 0)         AS startup,
-           coalesce(sum(gpu_seconds) FILTER (category = 'checkpoint_save'), 0) AS checkpoint_save,
-           coalesce(sum(gpu_seconds) FILTER (category = 'data_stall'), 0)      AS data_stall,
-           coalesce(sum(gpu_seconds) FILTER (category = 'evaluation'), 0)      AS evaluation,
-           coalesce(sum(gpu_seconds) FILTER (category = 'hang'), 0)            AS hang,
-           coalesce(sum(gpu_seconds) FILTER (category = 'idle'), 0)            AS idle,
-           coalesce(sum(gpu_seconds) FILTER (category = 'slow_steps'), 0)      AS slow_steps,
-           coalesce(sum(gpu_seconds) FILTER (category = 'wasted_progress'), 0) AS wasted_progress,
-           coalesce(sum(gpu_seconds) FILTER (category = 'productive'), 0)      AS productive_covered
+           coalesce(round(sum(gpu_seconds) FILTER (category = 'startup'), 6), 0)         AS startup,
+           coalesce(round(sum(gpu_seconds) FILTER (category = 'checkpoint_save'), 6), 0) AS checkpoint_save,
+           coalesce(round(sum(gpu_seconds) FILTER (category = 'data_stall'), 6), 0)      AS data_stall,
+           coalesce(round(sum(gpu_seconds) FILTER (category = 'evaluation'), 6), 0)      AS evaluation,
+           coalesce(round(sum(gpu_seconds) FILTER (category = 'hang'), 6), 0)            AS hang,
+           coalesce(round(sum(gpu_seconds) FILTER (category = 'idle'), 6), 0)            AS idle,
+           coalesce(round(sum(gpu_seconds) FILTER (category = 'slow_steps'), 6), 0)      AS slow_steps,
+           coalesce(round(sum(gpu_seconds) FILTER (category = 'wasted_progress'), 6), 0) AS wasted_progress,
+           coalesce(round(sum(gpu_seconds) FILTER (category = 'productive'), 6), 0)      AS productive_covered
     FROM bp_split GROUP BY ALL
 ),
 stepping AS (
