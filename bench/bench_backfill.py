@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 def _measure(args, path: Path, scenario, home: Path) -> int:
     from orchestration.cli import use_home
     from orchestration.home import warehouse_path
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.warehouse import WarehouseResource, remove_warehouse
 
     simulate_s = 0.0
     if not (home / "raw").exists():
@@ -100,8 +100,7 @@ def _measure(args, path: Path, scenario, home: Path) -> int:
         subprocess.run([sys.executable, "-m", "orchestration.cli", "simulate", "--scenario", str(path),
                         "--out", str(home)], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
         simulate_s = time.monotonic() - t0
-    for stale in ("warehouse.duckdb", "warehouse.duckdb.wal"):
-        (home / stale).unlink(missing_ok=True)  # a backfill from an empty warehouse
+    remove_warehouse(warehouse_path(home))  # a backfill from an empty warehouse (file, WAL and the home's marker)
     use_home(str(home))
     t0 = time.monotonic()
     rows = backfill(home, scenario.start, scenario.end)
@@ -142,9 +141,10 @@ run_pipeline(home, datetime.fromisoformat(sys.argv[2]), datetime.fromisoformat(s
 def _timed(command: list[str], home: Path) -> dict:
     """Run one way of processing the home's raw zone from an empty warehouse, in a child process
     (both pay the same imports); wall and CPU seconds (the child's user + system, DuckDB's threads too)."""
-    for stale in ("warehouse.duckdb", "warehouse.duckdb.wal", "alerts"):
-        target = home / stale
-        shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
+    from orchestration.warehouse import remove_warehouse
+
+    remove_warehouse(home / "warehouse.duckdb")   # the file, its WAL and the home's marker
+    shutil.rmtree(home / "alerts", ignore_errors=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL, env={**__import__("os").environ,

@@ -45,8 +45,11 @@ class WaitNotice:
             return self.said    # a live line shows the wait, or a Ticker's one line has said it
         waited = self.clock() - self.started
         if waited >= self.after:
-            self.stream.write(f"goodput: waiting for {self.what} ({waited:.0f}s so far)\n")
-            self.stream.flush()
+            try:
+                self.stream.write(f"goodput: waiting for {self.what} ({waited:.0f}s so far)\n")
+                self.stream.flush()
+            except (ValueError, OSError):   # a stream closed under us (a server's detached stderr): the wait goes on
+                pass
             self.said = True
             if self.quiet_under_ticker:
                 for ticker in _live_tickers:   # one line per wait: the Ticker around it stays quiet now

@@ -83,14 +83,14 @@ def test_scoring_matches_both_faults(folded):
 
 
 def test_goodput_report_shows_the_drift_of_the_runs_model_versions(folded, tmp_path):
-    from orchestration.commands.report import read_run, render
+    from board.app import Board
+    from orchestration import sql
 
     home, _, _ = folded
     with resources_for(home)["warehouse"].connect(read_only=True) as con:
-        frames = read_run(con, "llm-serve")
-    drift = frames["drift"]     # the version registered from llm-serve, judged from its promotion on
+        drift = sql.frame(con, "quality/run_drift", {"run_id": "llm-serve"})
+    # the version registered from llm-serve, judged from its promotion on
     assert not drift.empty and drift["model_version"].str.startswith("llm-serve-step-").all()
     assert drift["drifted"].any() and (drift["hour"] >= PROMOTED_AT).all()
-    page = render("llm-serve", frames, tmp_path).read_text()
-    assert "Drift of the run's model versions" in page and 'src="drift.png"' in page
-    assert (tmp_path / "drift.png").read_bytes().startswith(b"\x89PNG")
+    status, page = Board(home, dagster_url=None, root="http://127.0.0.1:3001").run_page("llm-serve", inline_plotly=True)
+    assert status == 200 and "model versions: drift score per column and hour" in page

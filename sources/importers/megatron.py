@@ -180,7 +180,7 @@ def _place(parsed: list[_Line], anchors: dict, loaded: dict, rejects: list[dict]
         anchor, last_iteration = when, p.iteration
         v = p.values
         record = {"time": time, "step": p.iteration}
-        for field in ("loss", "learning_rate", "loss_scale", "grad_norm"):
+        for field in ("loss", "learning_rate", "loss_scale", "grad_norm", "tflops"):   # tflops: the MFU of issue 20
             if field in v:
                 record[field] = v[field]
         if p.seconds is not None:
