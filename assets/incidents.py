@@ -35,6 +35,7 @@ import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
 from assets import triage
+from assets.correlation import correlate
 from checks.incident_checks import open_gpu_hours_at_risk
 from checks.registry import REGISTRY, TIERS, SignalRegistry
 from orchestration import sql
@@ -332,39 +333,6 @@ def _latest(episode: pd.DataFrame, column: str) -> str | None:
 def _ranks_text(ranks: list[int]) -> str:
     shown = ", ".join(str(r) for r in ranks[:16])
     return shown + (f", … (+{len(ranks) - 16})" if len(ranks) > 16 else "")
-
-
-def correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | None]:
-    """A correlation id per incident: incidents overlapping in time on the same run, GPU or host
-    (a host only for host-level evidence without GPUs) share one, named after the earliest."""
-    n = len(incidents)
-    parent = list(range(n))
-
-    def find(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    rows = incidents.to_dict("records")
-    for i in range(n):
-        a = rows[i]
-        for j in range(i + 1, n):
-            b = rows[j]
-            if a["onset"] > b["last_seen"] + gap or b["onset"] > a["last_seen"] + gap:
-                continue
-            same_run = a["run_id"] is not None and a["run_id"] == b["run_id"]
-            same_gpu = bool(set(a["gpus"]) & set(b["gpus"]))
-            same_host = (not a["gpus"] or not b["gpus"]) and bool(set(a["hosts"]) & set(b["hosts"]))
-            if same_run or same_gpu or same_host:
-                parent[find(i)] = find(j)
-    first: dict[int, tuple] = {}
-    for i, r in enumerate(rows):
-        key = (r["onset"], r["incident_id"])
-        root = find(i)
-        if root not in first or key < first[root]:
-            first[root] = key
-    return ["cor-" + first[find(i)][1].removeprefix("inc-") for i in range(n)]
 
 
 def incidents_table_md(incidents: pd.DataFrame, limit: int = 20) -> str:

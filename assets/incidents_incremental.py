@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from assets import incidents as full
+from assets.correlation import fast_correlate
 from checks.registry import REGISTRY
 from orchestration import sql
 from orchestration.warehouse import transaction
@@ -157,59 +158,3 @@ def store(con: duckdb.DuckDBPyConnection, incidents: pd.DataFrame, transitions: 
 def clear_state(con: duckdb.DuckDBPyConnection) -> None:
     """Forget every group (the next fold is a full refold)."""
     con.execute("DELETE FROM fold_state")
-
-
-def fast_correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | None]:
-    """`incidents.correlate`'s ids in O(n log n): within one run, GPU or host, incidents whose
-    [onset, last_seen + gap] overlap form runs of a sweep over onset; a host links only pairs where
-    one side has no GPUs, so a GPU-holding incident joins every GPU-less stretch it overlaps."""
-    n = len(incidents)
-    parent = list(range(n))
-
-    def find(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    def union(i, j):
-        parent[find(i)] = find(j)
-
-    onset = list(incidents["onset"])
-    end = [ls + gap for ls in incidents["last_seen"]]
-    runs, gpus, hosts_free, hosts_held = {}, {}, {}, {}
-    for i, (run, g, h) in enumerate(zip(incidents["run_id"], incidents["gpus"], incidents["hosts"])):
-        if run is not None and not (isinstance(run, float) and pd.isna(run)):
-            runs.setdefault(run, []).append(i)
-        for gpu in set(g if g is not None else []):
-            gpus.setdefault(gpu, []).append(i)
-        for host in set(h if h is not None else []):
-            (hosts_held if (g is not None and len(g)) else hosts_free).setdefault(host, []).append(i)
-
-    def sweep(members):
-        """Merged stretches of overlapping intervals: [(start, end, [members])]."""
-        blocks = []
-        for i in sorted(members, key=lambda m: onset[m]):
-            if blocks and onset[i] <= blocks[-1][1]:
-                union(i, blocks[-1][2][0])
-                blocks[-1][1] = max(blocks[-1][1], end[i])
-                blocks[-1][2].append(i)
-            else:
-                blocks.append([onset[i], end[i], [i]])
-        return blocks
-
-    for members in (*runs.values(), *gpus.values()):
-        sweep(members)
-    for host, free in hosts_free.items():
-        blocks = sweep(free)
-        for i in hosts_held.get(host, []):
-            for start, stop, block in blocks:
-                if onset[i] <= stop and start <= end[i]:
-                    union(i, block[0])
-    ids = list(incidents["incident_id"])
-    first: dict[int, tuple] = {}
-    for i in range(n):
-        key, root = (onset[i], ids[i]), find(i)
-        if root not in first or key < first[root]:
-            first[root] = key
-    return ["cor-" + first[find(i)][1].removeprefix("inc-") for i in range(n)]

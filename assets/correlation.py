@@ -1,0 +1,80 @@
+"""Correlation of incidents: those overlapping in time on the same run, GPU or host share one id.
+
+`correlate` is the definition (every pair); `fast_correlate` gives the same ids in O(n log n) by a
+sweep per run, GPU and host, for the incremental fold (tests/test_fold_incremental.py holds them equal).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from scipy.cluster.hierarchy import DisjointSet
+
+
+def correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | None]:
+    """A correlation id per incident: incidents overlapping in time on the same run, GPU or host
+    (a host only for host-level evidence without GPUs) share one, named after the earliest.
+    Pairwise, O(n^2): the definition `fast_correlate` is tested against."""
+    groups = DisjointSet(range(len(incidents)))
+    rows = incidents.to_dict("records")
+    for i, a in enumerate(rows):
+        for j in range(i + 1, len(rows)):
+            b = rows[j]
+            if a["onset"] > b["last_seen"] + gap or b["onset"] > a["last_seen"] + gap:
+                continue
+            same_run = a["run_id"] is not None and a["run_id"] == b["run_id"]
+            same_gpu = bool(set(a["gpus"]) & set(b["gpus"]))
+            same_host = (not a["gpus"] or not b["gpus"]) and bool(set(a["hosts"]) & set(b["hosts"]))
+            if same_run or same_gpu or same_host:
+                groups.merge(i, j)
+    return _named(incidents, groups)
+
+
+def fast_correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | None]:
+    """`correlate`'s ids in O(n log n): within one run, GPU or host, incidents whose
+    [onset, last_seen + gap] overlap form runs of a sweep over onset; a host links only pairs where
+    one side has no GPUs, so a GPU-holding incident joins every GPU-less stretch it overlaps."""
+    groups = DisjointSet(range(len(incidents)))
+    union = groups.merge
+
+    onset = list(incidents["onset"])
+    end = [ls + gap for ls in incidents["last_seen"]]
+    runs, gpus, hosts_free, hosts_held = {}, {}, {}, {}
+    for i, (run, g, h) in enumerate(zip(incidents["run_id"], incidents["gpus"], incidents["hosts"])):
+        if run is not None and not (isinstance(run, float) and pd.isna(run)):
+            runs.setdefault(run, []).append(i)
+        for gpu in set(g if g is not None else []):
+            gpus.setdefault(gpu, []).append(i)
+        for host in set(h if h is not None else []):
+            (hosts_held if (g is not None and len(g)) else hosts_free).setdefault(host, []).append(i)
+
+    def sweep(members):
+        """Merged stretches of overlapping intervals: [(start, end, [members])]."""
+        blocks = []
+        for i in sorted(members, key=lambda m: onset[m]):
+            if blocks and onset[i] <= blocks[-1][1]:
+                union(i, blocks[-1][2][0])
+                blocks[-1][1] = max(blocks[-1][1], end[i])
+                blocks[-1][2].append(i)
+            else:
+                blocks.append([onset[i], end[i], [i]])
+        return blocks
+
+    for members in (*runs.values(), *gpus.values()):
+        sweep(members)
+    for host, free in hosts_free.items():
+        blocks = sweep(free)
+        for i in hosts_held.get(host, []):
+            for start, stop, block in blocks:
+                if onset[i] <= stop and start <= end[i]:
+                    union(i, block[0])
+    return _named(incidents, groups)
+
+
+def _named(incidents: pd.DataFrame, groups: DisjointSet) -> list[str | None]:
+    """Each incident's group named after its earliest member (onset, then id): `cor-<that id>`."""
+    first: dict = {}
+    for i, key in enumerate(zip(incidents["onset"], incidents["incident_id"])):
+        root = groups[i]
+        if root not in first or key < first[root]:
+            first[root] = key
+    return ["cor-" + first[groups[i]][1].removeprefix("inc-") for i in range(len(incidents))]
