@@ -33,6 +33,7 @@ import pandas as pd
 from assets.ingest import _CODE_COMMENT, _GLOB, _READS_RAW, RawSource, ingest_partition, parse_sql, target_fields
 from orchestration import sql
 from orchestration.partitions import naive_utc
+from orchestration.raw_zone import lines_frame
 from orchestration.warehouse import transaction
 
 TAIL = 4096
@@ -107,34 +108,15 @@ def plan(con: duckdb.DuckDBPyConnection, source: RawSource, files: list[Path], s
 def read_appended(work: list[Work]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(raw_lines, appended): the new lines as sql/ingest/parse.sql's `raw_lines` takes them, and
     each file's first line number read this tick."""
-    cols: dict[str, list] = {"file": [], "line": [], "raw": [], "complete": [], "utf8": []}
-    firsts = []
-    for item in work:
-        with open(item.path, "rb") as fh:
-            fh.seek(item.offset)
-            data = fh.read(item.size - item.offset)
-        firsts.append((str(item.path), item.lines + 1))
-        chunks = data.split(b"\n")
-        ends_with_newline = chunks[-1] == b""
-        if ends_with_newline:
-            chunks.pop()
-        for number, chunk in enumerate(chunks, start=1):
-            if not chunk.strip():
-                continue
-            cols["file"].append(str(item.path))
-            cols["line"].append(item.lines + number)
-            try:
-                cols["raw"].append(chunk.decode("utf-8"))
-                cols["utf8"].append(True)
-            except UnicodeDecodeError:
-                cols["raw"].append(chunk.decode("utf-8", errors="replace"))
-                cols["utf8"].append(False)
-            cols["complete"].append(ends_with_newline or number < len(chunks))
-    lines = pd.DataFrame({"file": pd.Series(cols["file"], dtype="object"), "line": pd.Series(cols["line"], dtype="int32"),
-                          "raw": pd.Series(cols["raw"], dtype="object"), "complete": pd.Series(cols["complete"], dtype="bool"),
-                          "utf8": pd.Series(cols["utf8"], dtype="bool")})
-    appended = pd.DataFrame({"file": pd.Series([f for f, _ in firsts], dtype="object"),
-                             "first_line": pd.Series([n for _, n in firsts], dtype="int64")})
+    def parts():
+        for item in work:
+            with open(item.path, "rb") as fh:
+                fh.seek(item.offset)
+                yield str(item.path), fh.read(item.size - item.offset), item.lines
+
+    lines = lines_frame(parts())
+    appended = pd.DataFrame({"file": pd.Series([str(item.path) for item in work], dtype="object"),
+                             "first_line": pd.Series([item.lines + 1 for item in work], dtype="int64")})
     return lines, appended
 
 

@@ -12,7 +12,7 @@ so one bad entry never fails the source-hour and never hides.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 
@@ -36,12 +36,17 @@ def read_raw_bytes(path: Path) -> bytes:
 
 def read_lines(files: list[Path]) -> pd.DataFrame:
     """Every line of `files` as rows (file, line, raw, complete, utf8), read in Python: the ingest
-    uses it only for the files DuckDB's read_text cannot take (not UTF-8, or a glob-like name). `complete` is False for a
-    last line without its newline (a writer mid-append, or a truncated file), `utf8` is False for
-    a line that is not valid UTF-8 (kept with replacement characters, for the quarantine)."""
+    uses it only for the files DuckDB's read_text cannot take (not UTF-8, or a glob-like name)."""
+    return lines_frame((str(path), read_raw_bytes(path), 0) for path in files)
+
+
+def lines_frame(parts: Iterable[tuple[str, bytes, int]]) -> pd.DataFrame:
+    """The lines of each (file, bytes, lines before those bytes) as rows (file, line, raw, complete,
+    utf8), numbered in the file. `complete` is False for a last line without its newline (a writer
+    mid-append, or a truncated file), `utf8` is False for a line that is not valid UTF-8 (kept with
+    replacement characters, for the quarantine). Blank lines are skipped, keeping the numbering."""
     files_col, lines_col, raw_col, complete_col, utf8_col = [], [], [], [], []
-    for path in files:
-        data = read_raw_bytes(path)
+    for name, data, before in parts:
         if not data:
             continue
         chunks = data.split(b"\n")
@@ -51,8 +56,8 @@ def read_lines(files: list[Path]) -> pd.DataFrame:
         for number, chunk in enumerate(chunks, start=1):
             if not chunk.strip():
                 continue
-            files_col.append(str(path))
-            lines_col.append(number)
+            files_col.append(name)
+            lines_col.append(before + number)
             try:
                 raw_col.append(chunk.decode("utf-8"))
                 utf8_col.append(True)
