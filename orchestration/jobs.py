@@ -3,7 +3,8 @@
 
 Both run in one process (`in_process_executor`): every step writes the one DuckDB file, so the
 `warehouse` pool runs them one at a time anyway, and the multiprocess executor's fresh Python
-process per step (~1-2 s of imports each, ~50 steps a detect run) was most of a quiet tick's cost
+process per step (~1-2 s of imports each) was most of a quiet tick's cost. The checks on one asset run as
+one step (checks/asset_checks.py): 20 steps a detect run, not 52
 (BENCHMARKS.md, section "Service").
 """
 

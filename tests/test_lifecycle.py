@@ -237,10 +237,11 @@ def test_rerunning_the_small_scenarios_backfill_in_another_order_gives_identical
     """The real path: simulated raw zone -> ingest -> the hang check -> fold; then the whole backfill
     again, hours reversed, and the fold again: identical incident and transition rows, evidence included."""
     from assets.ingest import ingest_assets
-    from checks.asset_checks import signal_checks
+    from checks.asset_checks import build_check
+    from checks.registry import REGISTRY
     from orchestration.definitions import resources_for
 
-    hang_check = [c for c in signal_checks if {k.name for k in c.check_keys} == {"busy_not_progressing"}]
+    hang_check = [build_check(REGISTRY.get("busy_not_progressing"))]
     resources = resources_for(small_home)
     results = []
     for hours in (("2026-11-30-00:00", "2026-11-30-01:00"), ("2026-11-30-01:00", "2026-11-30-00:00")):
@@ -262,7 +263,8 @@ def test_a_throttling_gpu_and_the_straggling_rank_on_it_share_a_correlation_id(t
     straggler is a run-level incident naming the rank; the GPU's incident is correlated with it."""
     from assets.baselines import gpu_baselines, training_baselines
     from assets.ingest import ingest_assets
-    from checks.asset_checks import signal_checks
+    from checks.asset_checks import build_check
+    from checks.registry import REGISTRY
     from orchestration.definitions import resources_for
     from simulator import scenario_from_dict, simulate
 
@@ -275,7 +277,7 @@ def test_a_throttling_gpu_and_the_straggling_rank_on_it_share_a_correlation_id(t
         "faults": [{"type": "thermal_throttle", "target": "gpu:node-0:3", "onset": "50m", "duration": "30m", "magnitude": 1.0}],
     }), tmp_path)
     wanted = {"straggler_rank", "gpu_thermal_throttle"}
-    chosen = [c for c in signal_checks if {k.name for k in c.check_keys} & wanted]
+    chosen = [build_check(REGISTRY.get(name)) for name in sorted(wanted)]
     resources = resources_for(tmp_path)
     for key in ("2026-11-30-00:00", "2026-11-30-01:00"):
         assert dg.materialize([*ingest_assets, gpu_baselines, training_baselines, *chosen], resources=resources,

@@ -25,7 +25,8 @@ from assets.baselines import gpu_baselines, training_baselines
 from assets.incidents import incidents
 from assets.ingest import ingest_assets
 from assets.serving import serving_baselines
-from checks.asset_checks import signal_checks
+from checks.asset_checks import build_check
+from checks.registry import REGISTRY
 from orchestration.definitions import resources_for
 from orchestration.scoring import coverage, load_truth
 from simulator import scenario_from_dict, simulate
@@ -84,7 +85,7 @@ def folded(tmp_path_factory):
     simulate(scenario_from_dict(SCENARIO), home)
     (home / "thresholds.yaml").write_text(yaml.safe_dump(THRESHOLDS))
     resources = resources_for(home)
-    chosen = [c for c in signal_checks if {k.name for k in c.check_keys} & WANTED]
+    chosen = [build_check(REGISTRY.get(name)) for name in sorted(WANTED)]
     with dg.instance_for_test() as instance:
         for key in HOURS:
             assert dg.materialize([*ingest_assets, gpu_baselines, training_baselines, serving_baselines, *chosen],
