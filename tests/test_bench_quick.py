@@ -129,14 +129,3 @@ def test_backfill_quick(tmp_path):
     assert [r["success"] for r in result["rows"]] == [True, True]  # one hour, then fold_incidents
     assert result["counts"]["gpu_samples"] == 720 and result["counts"]["incidents"] >= 1  # the hang
     assert "s per partition p50" in text
-
-
-def test_replay_quick(tmp_path):
-    out = tmp_path / "replay.json"
-    text = _bench("bench_replay.py", "--quick", "--keep", str(tmp_path / "replay"), "--out", str(out))
-    result = json.loads(out.read_text())
-    (fault,) = result["faults"]
-    assert fault["type"] == "hang" and fault["tier"] == "SEV1" and fault["delay_s"] > 0
-    assert [t["tier"] for t in result["tiers"]] == ["SEV1"]
-    assert all(t["runs"] >= 1 and not t["failed"] for t in result["ticks"])
-    assert "per tier" in text and "| hang" in text and "load average" in text

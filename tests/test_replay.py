@@ -14,7 +14,7 @@ import pytest
 
 from assets.ingest import SOURCES, ingest_partition
 from orchestration.raw_zone import RawZoneResource
-from orchestration.replay import GrowingCheckpoints, GrowingRawZone, fault_type_table, index_file, replay, schedule_ticks, tier_table
+from orchestration.replay import GrowingCheckpoints, GrowingRawZone, index_file, replay, schedule_ticks
 from orchestration.warehouse import WarehouseResource
 from simulator import load_scenario, simulate
 
@@ -164,27 +164,32 @@ def test_schedule_ticks_are_the_cron_ticks():
     assert ticks == [T0 + timedelta(minutes=m) for m in (5, 10, 15, 20)]
 
 
-def test_replay_under_the_real_sensor_sees_the_hang_after_data_latency_cadence_and_window(staged, tmp_path, instance):
-    scenario = load_scenario(QUICK)
-    home = tmp_path / "home"
-    result = replay(staged, home, scenario.start, scenario.end, instance=instance, tail=timedelta(minutes=1))
-    # every tick of the sensor ran its run requests through the real detect job; data arrives every minute
-    assert list(result.ticks["tick"]) == schedule_ticks(result.cron, "UTC", T0, T0 + timedelta(minutes=13))
-    assert result.ticks["runs"].min() >= 1 and not any(result.ticks["failed"].map(len))
-    assert result.schedule == "raw_zone_detect"
-    (hang,) = result.faults.itertuples()
-    assert hang.type == "hang" and hang.tier == "SEV1"
+def test_replay_under_the_real_sensor_sees_the_hang_after_data_latency_cadence_and_window(tmp_path):
+    """`bench/bench_replay.py --quick` (the benchmark as users run it, with the home's persistent
+    instance): every tick of the real sensor runs its requests through the real detect job."""
+    keep, out = tmp_path / "replay", tmp_path / "replay.json"
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "bench_replay.py"), "--quick", "--keep", str(keep),
+                           "--out", str(out)], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "per tier" in done.stdout and "| hang" in done.stdout and "load average" in done.stdout
+    result = json.loads(out.read_text())
+    ticks = pd.DataFrame(result["ticks"])
+    # data arrives every minute and the sensor ticks every minute, over the scenario and a minute's tail
+    assert [pd.Timestamp(t) for t in ticks["tick"]] == schedule_ticks(result["cron"], "UTC", T0, T0 + timedelta(minutes=13))
+    assert ticks["runs"].min() >= 1 and not any(ticks["failed"].map(len))
+    assert result["schedule"] == "raw_zone_detect"
+    (hang,) = result["faults"]
+    assert hang["type"] == "hang" and hang["tier"] == "SEV1"
     # seen at a tick, after the detector's window (busy_not_progressing needs minutes of stall) ...
-    assert hang.delay_s >= 60
-    seen = pd.Timestamp(hang.first_seen)
+    assert hang["delay_s"] >= 60
+    seen = pd.Timestamp(hang["first_seen"]).tz_localize(None)
     assert any(abs((seen - pd.Timestamp(t).tz_convert(None)).total_seconds() - w) < 1e-3
-               for t, w in zip(result.ticks["tick"], result.ticks["wall_s"]))
+               for t, w in zip(ticks["tick"], ticks["wall_s"]))
     # ... and no later than one cadence after the data that shows it arrived
-    assert (seen - pd.Timestamp(hang.onset)).total_seconds() <= 8 * 60
-    assert _files(home / "raw") == _files(staged / "raw")
-    tiers = tier_table(result.faults)
-    assert list(tiers["tier"]) == ["SEV1"] and tiers.iloc[0]["faults detected"] == 1
-    assert list(fault_type_table(result.faults)["fault type"]) == ["hang"]
+    assert (seen - pd.Timestamp(hang["onset"]).tz_localize(None)).total_seconds() <= 8 * 60
+    assert _files(keep / "replay_quick-home" / "raw") == _files(keep / "replay_quick-staging" / "raw")
+    assert [t["tier"] for t in result["tiers"]] == ["SEV1"] and result["tiers"][0]["faults detected"] == 1
+    assert [t["fault type"] for t in result["fault_types"]] == ["hang"]
 
 
 def test_replay_command_rejects_a_bad_latency_in_one_line(tmp_path):
