@@ -16,7 +16,7 @@ from .encode import enc_bools, enc_floats, enc_ints, enc_strs, enc_times, interl
 from .faults import effects_with
 from .model import Scenario, host_name
 from .physics import BOOST_HZ, CHECKPOINT, CONTEXT_BYTES, EVAL, HANG, IDLE, IDLE_HZ, IDLE_MEMORY_BYTES, STARTUP, THERMAL_TAU_S, TRAIN
-from .timeline import Timeline, rank_factor, reserve_cap, reserved_growth
+from .timeline import Timeline, host_clock_ms, rank_factor, reserve_cap, reserved_growth
 
 
 class GpuFrame(SimpleNamespace):
@@ -29,7 +29,7 @@ class GpuFrame(SimpleNamespace):
 
 def gpu_sample_lines(scenario: Scenario, host: int, timelines: list[Timeline]):
     cluster = scenario.cluster
-    gpu = cluster.gpu
+    gpu = cluster.gpu_of(host)
     name = host_name(host)
     interval_ms = ms_of(cluster.sample_interval)
     span_ms = ms_of(scenario.duration)
@@ -37,6 +37,7 @@ def gpu_sample_lines(scenario: Scenario, host: int, timelines: list[Timeline]):
     phase_ms = int(stream(scenario.seed, "host", name).integers(0, min(1000, interval_ms)))
     rel_ms = np.arange(phase_ms, span_ms, interval_ms, dtype=np.int64)
     t = rel_ms / 1000.0
+    stamped_ms = rel_ms + host_clock_ms(scenario, host, t)  # what the host's own clock says
     n = len(t)
     dt = interval_ms / 1000.0
     run_index = {tl.run.id: i for i, tl in enumerate(timelines)}
@@ -44,7 +45,7 @@ def gpu_sample_lines(scenario: Scenario, host: int, timelines: list[Timeline]):
                for g in range(cluster.gpus_per_host)]
 
     base_ms = epoch_ms(scenario.start)
-    times = enc_times(iso_array(base_ms, rel_ms))
+    times = enc_times(iso_array(base_ms, stamped_ms))
     fields = [("time", None), ("host", name), ("gpu_index", None), ("gpu_uuid", None),
               ("gpu_name", gpu.name), ("run_id", None), ("utilization_ratio", None),
               ("memory_used_bytes", None), ("memory_total_bytes", gpu.memory_total_bytes),
@@ -70,8 +71,26 @@ def gpu_sample_lines(scenario: Scenario, host: int, timelines: list[Timeline]):
         else:
             varying[key] = interleave([c[key] for _, c in columns])
     lines = json_lines(fields, varying)
-    abs_ms = np.repeat(base_ms + rel_ms, cluster.gpus_per_host)
-    return abs_ms, lines
+    abs_ms = np.repeat(base_ms + stamped_ms, cluster.gpus_per_host)
+    return _without_gaps(scenario, host, t, gpus, abs_ms, lines)
+
+
+def _without_gaps(scenario: Scenario, host: int, t: np.ndarray, gpus: int, abs_ms: np.ndarray, lines: list[str]):
+    """Drop the samples a ``telemetry`` effect (an exporter down) never wrote."""
+    dropped = np.zeros((len(t), gpus), dtype=bool)
+    for f, gap in effects_with(scenario.faults, "telemetry"):
+        hit = gap(scenario, f, host, t)
+        if hit is None:
+            continue
+        gpu_index, mask = hit
+        if gpu_index is None:
+            dropped |= mask[:, None]
+        else:
+            dropped[:, gpu_index] |= mask
+    if not dropped.any():
+        return abs_ms, lines
+    keep = ~dropped.reshape(-1)
+    return abs_ms[keep], [line for line, k in zip(lines, keep.tolist()) if k]
 
 
 def _held_states(scenario: Scenario, host: int, g: int, t: np.ndarray, timelines: list[Timeline]):
@@ -94,7 +113,7 @@ def _held_states(scenario: Scenario, host: int, g: int, t: np.ndarray, timelines
         state[held & in_intervals(t, tl.hangs)] = HANG
         run_of[held] = ti
         growth = reserved_growth(scenario, tl.faults, t[held]) * rank_factor(rank)
-        train_mem[held] = (np.minimum(tl.reserved[rank] + growth, reserve_cap(scenario))
+        train_mem[held] = (np.minimum(tl.reserved[rank] + growth, reserve_cap(scenario, host))
                            + CONTEXT_BYTES)
         # Memory is allocated progressively while the model is built.
         startup_frac[held] = np.clip((t[held] - tl.start) / (tl.first_step - tl.start), 0, 1)
@@ -113,12 +132,13 @@ def _gpu_columns(scenario: Scenario, host: int, g: int, t: np.ndarray, dt: float
     not depend on the states), then the GPU faults' registered effects."""
     n = len(t)
     name = host_name(host)
-    limit = scenario.cluster.gpu.power_limit_watts
+    card = scenario.cluster.gpu_of(host)
+    limit = card.power_limit_watts
     rng = stream(scenario.seed, "gpu", name, g)
     state, run_of, train_mem, startup_frac = _held_states(scenario, host, g, t, timelines)
     gpu_faults = [f for f in scenario.faults if f.gpu == (host, g)]
     fr = GpuFrame(scenario=scenario, host=host, t=t, n=n, state=state, run_of=run_of, timelines=timelines,
-                  run_index=run_index, limit=limit)
+                  run_index=run_index, limit=limit, memory_total=card.memory_total_bytes)
     for f, set_state in effects_with(gpu_faults, "gpu_state"):
         set_state(fr, f)
 
@@ -169,6 +189,10 @@ def _gpu_columns(scenario: Scenario, host: int, g: int, t: np.ndarray, dt: float
 
     target = ambient + gain * fr.power / (0.75 * limit)
     fr.temp = temperature(target, dt) + z(0.0, 0.2)
+    for f, act in effects_with(scenario.faults, "run_gpu"):  # faults of the run this GPU serves
+        held = f.run_id is not None and (host, g) in scenario.run(f.run_id).gpus
+        if held:
+            act(fr, f, scenario.run(f.run_id).gpus.index((host, g)))
     for f, heat in effects_with(gpu_faults, "gpu_temperature"):
         heat(fr, f)
     lost = fr.lost

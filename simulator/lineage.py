@@ -73,7 +73,7 @@ def lineage_lines(scenario: Scenario, tl: Timeline, out: Path | None = None,
         }))
     events.extend(badput_shapes.lineage_events(tl))
     if tl.ended:
-        status = "failed" if tl.failure is not None else "completed"
+        status = "completed" if tl.failure is None else effect(tl.failure.fault.type).end_status or "failed"
         events.append((tl.end, {"event": "run_ended", "run_id": run.id, "status": status}))
     for promo in promotions:
         if promo["run"] != run.id:
@@ -86,6 +86,8 @@ def lineage_lines(scenario: Scenario, tl: Timeline, out: Path | None = None,
                 # the endpoint traffic the version was validated on (shadow): the hour before registration
                 "reference_start": iso(epoch_ms(scenario.start) + to_ms(np.array([max(0.0, promo["registered"] - 3600.0)]))[0]),
                 "reference_end": iso(epoch_ms(scenario.start) + to_ms(np.array([promo["registered"]]))[0])}))
+        if promo["canary_share"] is not None:
+            continue  # a canary serves a share of the traffic: registered, never promoted
         events.append((promo["at"], {
             "event": "model_version_promoted", "run_id": run.id,
             "model_version": promo["model_version"], "endpoint": promo["endpoint"]}))
@@ -104,12 +106,14 @@ def resolve_promotions(scenario: Scenario, timelines: list[Timeline]) -> list[di
     start_ms = epoch_ms(scenario.start)
     out, registered = [], set()
     for e_i, endpoint in enumerate(scenario.endpoints):
-        for p_i, promo in enumerate(endpoint.promotions):
+        canary = () if endpoint.canary is None else (endpoint.canary,)
+        for p_i, promo in enumerate(endpoint.promotions + canary):
             tl = by_run[promo.run]
             at = (epoch_ms(promo.at) - start_ms) / 1000.0
             saved = [(int(step), end) for step, _s, end in tl.saves.tolist() if end < at]
             if not saved:
-                raise ScenarioError(scenario.source, f"endpoints[{e_i}].promotions[{p_i}].at",
+                where = "canary" if p_i == len(endpoint.promotions) else f"promotions[{p_i}]"
+                raise ScenarioError(scenario.source, f"endpoints[{e_i}].{where}.at",
                                     f"run {promo.run!r} has saved no checkpoint before {iso(epoch_ms(promo.at))}",
                                     "promote later or checkpoint more often (checkpoint_interval_steps)")
             step, save_end = saved[-1]
@@ -120,7 +124,8 @@ def resolve_promotions(scenario: Scenario, timelines: list[Timeline]) -> list[di
             out.append({"endpoint": endpoint.name, "run": promo.run, "step": step, "at": at,
                         "model_version": version, "checkpoint_path": path,
                         "registered": save_end + min(60.0, (at - save_end) / 2),
-                        "register": version not in registered})
+                        "register": version not in registered,
+                        "canary_share": getattr(promo, "share", None)})  # a Canary has a share, a Promotion none
             registered.add(version)
     return out
 

@@ -45,10 +45,15 @@ class Cluster:
     gpus_per_host: int
     gpu: GpuSpec
     sample_interval: timedelta
+    host_gpus: tuple[tuple[int, GpuSpec], ...] = ()  # hosts with another GPU model (mixed clusters)
 
     @property
     def host_names(self) -> tuple[str, ...]:
         return tuple(host_name(i) for i in range(self.hosts))
+
+    def gpu_of(self, host: int) -> GpuSpec:
+        """The GPU model on ``host``: its own from ``host_gpus``, else the cluster's."""
+        return dict(self.host_gpus).get(host, self.gpu)
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,9 @@ class Run:
     # how long the survivors wait in a collective for a dead peer before the job fails (the job's
     # NCCL / torch.distributed timeout; jobs that raise it, or disable async error handling, spin for hours)
     nccl_timeout: timedelta = NCCL_TIMEOUT
+    # simulator shapes (docs/scenario.md, "Cluster shapes"): a run whose trainer logs one step record every N
+    # steps (the interval's mean timings, as Megatron prints them)
+    log_every_steps: int = 1
 
     @property
     def end(self) -> datetime:
@@ -163,6 +171,13 @@ class Fault:
         host, gpu = self.target_id.rsplit(":", 1)
         return int(host.removeprefix("node-")), int(gpu)
 
+    @property
+    def host(self) -> int | None:
+        """The host index of a ``host:node-<h>`` or ``gpu:node-<h>:<g>`` target."""
+        if self.target_kind == "host":
+            return int(self.target_id.removeprefix("node-"))
+        return None if self.gpu is None else self.gpu[0]
+
 
 @dataclass(frozen=True)
 class Latency:
@@ -196,6 +211,16 @@ class Promotion:
 
 
 @dataclass(frozen=True)
+class Canary:
+    """From ``at``, a ``share`` of the endpoint's requests is served by the latest checkpoint ``run``
+    saved before it (registered as a model version, not promoted); the rest by the version served."""
+
+    run: str
+    at: datetime  # absolute, UTC
+    share: float
+
+
+@dataclass(frozen=True)
 class Endpoint:
     """A serving endpoint (vLLM-style metrics, prediction log)."""
 
@@ -215,6 +240,7 @@ class Endpoint:
     # daily load curve: the request rate is x(1 + amplitude * cos(2 pi (hour - peak_hour) / 24))
     diurnal_amplitude: float = 0.0
     diurnal_peak_hour: float = 14.0
+    canary: Canary | None = None  # a share of requests served by a second version
 
 
 @dataclass(frozen=True)
@@ -290,14 +316,16 @@ class Scenario:
 
     def failure(self, run_id: str) -> Failure | None:
         """The first fault that kills ``run_id``: its rank dies at the onset, and the job
-        fails when the survivors' collective times out (the run's ``nccl_timeout``) or the fault ends."""
+        fails when the survivors' collective times out (the run's ``nccl_timeout``) or the fault ends
+        (at once when the fault kills the whole job)."""
         first = None
         for fault in self.faults:
             hit = self.killing_fault(fault)
             if hit is None or hit[0].id != run_id:
                 continue
             if first is None or fault.onset < first.death:
-                fail = min(fault.onset + hit[0].nccl_timeout, fault.end)
+                # every rank died at once (a crash, a preemption): no survivor waits in a collective
+                fail = fault.onset if effect(fault.type).whole_job else min(fault.onset + hit[0].nccl_timeout, fault.end)
                 first = Failure(fault=fault, rank=hit[1], death=fault.onset, fail=fail)
         return first
 

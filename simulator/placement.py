@@ -13,7 +13,8 @@ from .model import Cluster, Fault, Run, Scenario, host_name
 
 _RANK_RE = re.compile(r"^(?P<run>.+)/rank-(?P<rank>\d+)$")
 _GPU_RE = re.compile(r"^node-(?P<host>\d+):(?P<gpu>\d+)$")
-_TARGET_FORMS = {"run": "'run:<run id>'", "rank": "'rank:<run id>/rank-<r>'",
+_HOST_RE = re.compile(r"^node-(?P<host>\d+)$")
+_TARGET_FORMS = {"host": "'host:node-<h>'", "run": "'run:<run id>'", "rank": "'rank:<run id>/rank-<r>'",
                  "gpu": "'gpu:node-<h>:<gpu index>'", "endpoint": "'endpoint:<endpoint name>'",
                  "checkpoint": "'checkpoint:<run id>/step-NNNNNN'"}
 _CHECKPOINT_RE = re.compile(r"^(?P<run>.+)/step-(?P<step>\d{6})$")
@@ -43,6 +44,12 @@ def build_fault(fail, doc, field: str, scenario_start: datetime, scenario_durati
         ranks = run_ids[m["run"]].ranks
         if int(m["rank"]) >= ranks or m["rank"] != str(int(m["rank"])):
             raise fail(f"{field}.target", f"run {m['run']!r} has no rank {m['rank']}", f"use rank-0 .. rank-{ranks - 1}")
+    if kind == "host":
+        m = _HOST_RE.match(target_id)
+        if m is None or m["host"] != str(int(m["host"])):
+            raise fail(f"{field}.target", f"bad host target {target!r}", f"use {kinds}")
+        if int(m["host"]) >= cluster.hosts:
+            raise fail(f"{field}.target", f"host {target_id!r} does not exist", f"use node-0 .. node-{cluster.hosts - 1}")
     if kind == "gpu":
         _check_gpu_target(fail, f"{field}.target", target, target_id, kinds, cluster)
     if doc.onset >= scenario_duration:

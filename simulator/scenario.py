@@ -26,6 +26,7 @@ from .faults import FAULT_TYPES, FaultEffect
 from .fields import CHECKPOINT_FORMATS, ID_RE, PRECISIONS, parse_duration
 from .model import (
     NCCL_TIMEOUT,
+    Canary,
     CheckpointFiles,
     Cluster,
     Endpoint,
@@ -81,9 +82,12 @@ def scenario_from_dict(data: Any, source: str = "<dict>", default_name: str = "s
     if not ID_RE.match(name):
         raise fail("name", f"{name!r} has characters not allowed in file names", "use letters, digits, '.', '_' and '-'")
     c = doc.cluster
+    for host in sorted(c.host_gpus or {}):
+        if not 0 <= host < c.hosts:
+            raise fail(f"cluster.host_gpus.{host}", f"host index {host} does not exist",
+                       f"use 0..{c.hosts - 1} (cluster.hosts is {c.hosts})")
     cluster = Cluster(hosts=c.hosts, gpus_per_host=c.gpus_per_host, sample_interval=c.sample_interval,
-                      gpu=GpuSpec(name=c.gpu.name, memory_total_bytes=c.gpu.memory_total_bytes,
-                                  power_limit_watts=c.gpu.power_limit_watts))
+                      gpu=_gpu(c.gpu), host_gpus=tuple((h, _gpu(g)) for h, g in sorted((c.host_gpus or {}).items())))
     runs = tuple(_build_run(fail, r, f"runs[{i}]", doc.start, doc.duration, cluster) for i, r in enumerate(doc.runs))
     seen: set[str] = set()
     for i, run in enumerate(runs):
@@ -116,12 +120,17 @@ def _build_run(fail, r: RunDoc, field: str, scenario_start: datetime, scenario_d
         if h >= cluster.hosts:
             raise fail(f"{field}.hosts[{i}]", f"host index {h} does not exist",
                        f"use 0..{cluster.hosts - 1} (cluster.hosts is {cluster.hosts})")
-    capacity = len(r.hosts) * cluster.gpus_per_host
+    indices = list(range(cluster.gpus_per_host)) if r.gpu_indices is None else r.gpu_indices
+    for i, g in enumerate(indices):
+        if g >= cluster.gpus_per_host:
+            raise fail(f"{field}.gpu_indices[{i}]", f"GPU index {g} does not exist",
+                       f"use 0..{cluster.gpus_per_host - 1} (cluster.gpus_per_host is {cluster.gpus_per_host})")
+    capacity = len(r.hosts) * len(indices)
     ranks = capacity if r.ranks is None else r.ranks
     if ranks > capacity:
         raise fail(f"{field}.ranks", f"{ranks} ranks do not fit on {capacity} GPUs", "list more hosts or use fewer ranks")
     hosts = tuple(r.hosts)
-    gpus = tuple((hosts[k // cluster.gpus_per_host], k % cluster.gpus_per_host) for k in range(ranks))
+    gpus = tuple((hosts[k // len(indices)], indices[k % len(indices)]) for k in range(ranks))
     lr = r.learning_rate
     return Run(
         id=r.id, start=scenario_start + r.start, duration=r.duration, hosts=hosts, ranks=ranks, gpus=gpus,
@@ -138,6 +147,7 @@ def _build_run(fail, r: RunDoc, field: str, scenario_start: datetime, scenario_d
         log_evaluations=r.log_evaluations,
         model=None if r.model is None else ModelShape(r.model.layers, r.model.hidden, r.model.seq_len, r.model.vocab),
         nccl_timeout=r.nccl_timeout,
+        log_every_steps=r.log_every_steps,
     )
 
 
@@ -162,6 +172,16 @@ def _build_endpoint(fail, e: EndpointDoc, field: str, scenario_start: datetime, 
         if promotions and scenario_start + pr.at <= promotions[-1].at:
             raise fail(f"{pf}.at", "promotions are not in time order", "list them by 'at'")
         promotions.append(Promotion(run=pr.run, at=scenario_start + pr.at))
+    canary = None
+    if e.canary is not None:
+        c = e.canary
+        if c.run not in by_id:
+            raise fail(f"{field}.canary.run", f"unknown run id {c.run!r}",
+                       f"use one of the runs: {', '.join(sorted(by_id)) or '(none)'}")
+        if c.at >= scenario_duration or scenario_start + c.at <= by_id[c.run].start:
+            raise fail(f"{field}.canary.at", "the canary starts outside the scenario or before its run",
+                       "start it inside 'duration', after the run's first checkpoint")
+        canary = Canary(run=c.run, at=scenario_start + c.at, share=c.share)
     p = e.predictions
     diurnal = e.diurnal
     return Endpoint(
@@ -175,7 +195,12 @@ def _build_endpoint(fail, e: EndpointDoc, field: str, scenario_start: datetime, 
         promotions=tuple(promotions),
         diurnal_amplitude=0.0 if diurnal is None else diurnal.amplitude,
         diurnal_peak_hour=14.0 if diurnal is None else diurnal.peak_hour,
+        canary=canary,
     )
+
+
+def _gpu(g) -> GpuSpec:
+    return GpuSpec(name=g.name, memory_total_bytes=g.memory_total_bytes, power_limit_watts=g.power_limit_watts)
 
 
 def _text(offset: timedelta) -> str:

@@ -58,6 +58,7 @@ class ClusterDoc(Doc):
     gpu: GpuDoc = GpuDoc()
     sample_interval: Annotated[Duration, AfterValidator(at_least_duration(timedelta(seconds=1), "use e.g. '10s'"))] = \
         timedelta(seconds=10)
+    host_gpus: dict[int, GpuDoc] | None = None  # a mixed cluster: host index -> its GPU model
 
 
 class LossDoc(Doc):
@@ -128,6 +129,15 @@ class RunDoc(Doc):
     log_evaluations: Flag = False
     model: ModelDoc | None = None
     nccl_timeout: Duration = timedelta(minutes=10)
+    gpu_indices: Annotated[list[Index], Field(min_length=1)] | None = None  # share a host: the GPUs used on each
+    log_every_steps: Count = 1
+
+    @field_validator("gpu_indices")
+    @classmethod
+    def _gpus_once(cls, gpus: list[int] | None) -> list[int] | None:
+        if gpus is not None and len(set(gpus)) != len(gpus):
+            raise ValueError("a GPU index is listed twice; list each GPU index once")
+        return gpus
 
     @field_validator("hosts")
     @classmethod
@@ -176,6 +186,12 @@ class PromotionDoc(Doc):
     at: Offset
 
 
+class CanaryDoc(Doc):
+    run: Text
+    at: Offset
+    share: Annotated[Positive, AfterValidator(below(1, "use e.g. 0.1 (a tenth of the requests)", "a share of {v:g}"))]
+
+
 class DiurnalDoc(Doc):
     amplitude: Annotated[NonNegative, AfterValidator(below(
         1, "use a share below 1, e.g. 0.5 (peak 1.5x, trough 0.5x the rate)", "{v:g} would stop traffic at the trough"))] = 0.0
@@ -199,6 +215,7 @@ class EndpointDoc(Doc):
     predictions: PredictionsDoc | None = None
     promotions: list[PromotionDoc] | None = None
     diurnal: DiurnalDoc | None = None
+    canary: CanaryDoc | None = None
 
 
 class ScenarioDoc(Doc):

@@ -105,10 +105,12 @@ def serving_faults(scenario: Scenario, endpoint: Endpoint, faults: list[Fault], 
     return fr.preempted
 
 
-def prediction_lines(scenario: Scenario, endpoint: Endpoint, versions: list[tuple[float, str]]):
+def prediction_lines(scenario: Scenario, endpoint: Endpoint, versions: list[tuple[float, str]],
+                     canary: dict | None = None):
     """Prediction records (shape of ``sources.importers.import_predictions``) and the outcomes of
     a share of them, ``outcome_delay`` x0.5-1.5 later; outcomes due after the span are not written
-    (they have not arrived yet)."""
+    (they have not arrived yet). With a ``canary``, a share of the requests from its ``at`` on is
+    served by its version (drawn from a stream of its own)."""
     spec = endpoint.predictions
     rng = stream(scenario.seed, "predictions", endpoint.name)
     span = secs(scenario.duration)
@@ -117,6 +119,9 @@ def prediction_lines(scenario: Scenario, endpoint: Endpoint, versions: list[tupl
     abs_ms = epoch_ms(scenario.start) + to_ms(t)
     times = iso_array(0, abs_ms)
     model = version_at(endpoint, versions, t)
+    if canary is not None:
+        routed = (t >= canary["at"]) & (stream(scenario.seed, "canary", endpoint.name).uniform(size=n) < canary["canary_share"])
+        model = [canary["model_version"] if r else m for m, r in zip(model, routed.tolist())]
     labels = spec.labels
     predicted = rng.integers(0, len(labels), n)
     confidence = np.round(rng.beta(5.0, 2.0, n), 4)

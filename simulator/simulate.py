@@ -91,10 +91,12 @@ def simulate(scenario: Scenario, out_dir: str | Path) -> dict:
         writer.write("lineage", run.id, *badput_shapes.merged(
             [lineage_lines(scenario, tl, out, promotions) for tl in attempts]))
     for endpoint in scenario.endpoints:
-        versions = [(p["at"], p["model_version"]) for p in promotions if p["endpoint"] == endpoint.name]
+        mine = [p for p in promotions if p["endpoint"] == endpoint.name]
+        versions = [(p["at"], p["model_version"]) for p in mine if p["canary_share"] is None]
+        canary = next((p for p in mine if p["canary_share"] is not None), None)
         writer.write("serving_metrics", endpoint.name, *serving_lines(scenario, endpoint, versions))
         if endpoint.predictions is not None:
-            predictions, outcomes = prediction_lines(scenario, endpoint, versions)
+            predictions, outcomes = prediction_lines(scenario, endpoint, versions, canary)
             writer.write("predictions", endpoint.name, *predictions)
             writer.write("prediction_outcomes", endpoint.name, *outcomes)
 

@@ -25,7 +25,7 @@ from .physics import (
     SCALE_GROWTH_INTERVAL,
     SCALE_MIN,
 )
-from .timeline import Timeline, rank_factor, reserve_cap, reserved_growth
+from .timeline import Timeline, host_clock_ms, rank_factor, reserve_cap, reserved_growth
 
 
 def run_series(scenario: Scenario, tl: Timeline) -> dict:
@@ -146,14 +146,18 @@ def step_lines(scenario: Scenario, tl: Timeline, rank: int, series: dict):
         # Fragmentation: the cache holds ever more freed-but-unusable blocks, so the allocator
         # reserves more, and it has to free and retry (cudaMalloc retries) ever more often.
         grown = np.minimum(reserved0 + (growth // 2_097_152) * 2_097_152,
-                           reserve_cap(scenario)).astype(np.int64)
+                           reserve_cap(scenario, run.gpus[rank][0])).astype(np.int64)
         reserved = enc_ints(grown)
         inactive = inactive + (0.8 * (grown - reserved0)).astype(np.int64)
         level = growth / FRAG_BYTES
         retries = np.cumsum(xr.random(n) < np.minimum(1.0, 0.6 * level**2))
 
-    abs_ms = epoch_ms(scenario.start) + to_ms(tl.rank_end[rank])
     host, gpu_index = run.gpus[rank]
+    abs_ms = epoch_ms(scenario.start) + to_ms(tl.rank_end[rank]) + host_clock_ms(scenario, host, tl.rank_end[rank])
+    every = run.log_every_steps
+    if every > 1:  # the record shows the mean time per step since the last one (Megatron's elapsed time per iteration)
+        step_s, data_s, compute_s, collective_s = (_interval_mean(x, tl.steps, every)
+                                                   for x in (step_s, data_s, compute_s, collective_s))
     loss_scale = series["loss_scale"]
     skipped = series["skipped"]
     grad_enc = enc_floats(grad_norm, 5, skipped)  # an overflowed step has no usable norm
@@ -194,7 +198,19 @@ def step_lines(scenario: Scenario, tl: Timeline, rank: int, series: dict):
     extra_fields, extra_varying = badput_shapes.step_fields(run, step_s, enc_floats)
     fields += extra_fields
     varying.update(extra_varying)
+    if every > 1:  # only every N-th step is logged
+        keep = np.flatnonzero(tl.steps % every == 0)
+        abs_ms = abs_ms[keep]
+        varying = {key: [values[i] for i in keep.tolist()] for key, values in varying.items()}
     return abs_ms, json_lines(fields, varying)
+
+
+def _interval_mean(x: np.ndarray, steps: np.ndarray, every: int) -> np.ndarray:
+    """At each step, the mean of ``x`` over the steps since the previous multiple of ``every``."""
+    total = np.concatenate([[0.0], np.cumsum(x)])
+    i = np.arange(len(x))
+    since = np.minimum((steps - 1) % every + 1, i + 1)  # a restart's first window may be short
+    return np.round((total[i + 1] - total[i + 1 - since]) / since, 6)
 
 
 def learning_rate(run: Run, k: np.ndarray) -> np.ndarray:

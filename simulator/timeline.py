@@ -57,8 +57,10 @@ def build_timeline(scenario: Scenario, run: Run) -> Timeline:
     interval = run.checkpoint_interval_steps
 
     startup = rng.uniform(*STARTUP_S)
-    reserved = (scenario.cluster.gpu.memory_total_bytes
-                * rng.uniform(0.80, 0.86, run.ranks)).astype(np.int64)
+    cluster = scenario.cluster
+    total = (cluster.gpu.memory_total_bytes if not cluster.host_gpus  # a mixed cluster: each rank's own card
+             else np.array([cluster.gpu_of(h).memory_total_bytes for h, _ in run.gpus], dtype=float))
+    reserved = (total * rng.uniform(0.80, 0.86, run.ranks)).astype(np.int64)
 
     # Progress <-> wall: every hang inserts its duration at its onset (in progress time).
     hangs = sorted((f for f in scenario.faults if effect(f.type).stalls_run and f.target == f"run:{run.id}"),
@@ -208,12 +210,20 @@ def reserved_growth(scenario: Scenario, faults, t: np.ndarray) -> np.ndarray:
     return growth
 
 
-def reserve_cap(scenario: Scenario) -> int:
+def reserve_cap(scenario: Scenario, host: int) -> int:
     """The most the caching allocator can reserve: the card less the CUDA context and slack."""
-    return scenario.cluster.gpu.memory_total_bytes - CONTEXT_BYTES - 268_435_456
+    return scenario.cluster.gpu_of(host).memory_total_bytes - CONTEXT_BYTES - 268_435_456
 
 
 def rank_factor(rank: int) -> float:
     """A fixed per-rank spread (0.9-1.1) for effects that differ a little between ranks."""
     return 0.9 + 0.2 * (zlib.crc32(str(rank).encode()) % 1000) / 1000
 
+
+def host_clock_ms(scenario: Scenario, host: int, t: np.ndarray) -> np.ndarray:
+    """Milliseconds the host's clock is off at ``t`` (its ``host_clock`` effects); zeros on a true clock."""
+    off = np.zeros(len(t), dtype=np.int64)
+    for f, skew in effects_with(scenario.faults, "host_clock"):
+        if f.host == host:
+            off += np.round(skew(scenario, f, t) * 1000.0).astype(np.int64)
+    return off

@@ -15,8 +15,8 @@ from simulator.schema import FaultDoc
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "scenario.md"
 HOOKS = ("kills", "slowdown", "gpu_state", "gpu", "gpu_temperature", "memory_growth", "series", "rank_steps",
-         "checkpoint", "serving", "serving_requests", "quality", "host_clock", "telemetry", "cluster_gpu")
-FLAGS = ("stalls_run", "skips_saves", "weights_only", "holds_spare_gpu")
+         "checkpoint", "serving", "serving_requests", "quality", "run_gpu", "host_clock", "telemetry")
+FLAGS = ("stalls_run", "skips_saves", "weights_only", "holds_spare_gpu", "whole_job")
 
 
 def _doc(fault_type: str) -> dict:

@@ -2,7 +2,7 @@
 the package registers them all; ``FAULT_TYPES`` is the registry itself, the one list of faults the
 scenario format accepts and the simulator implements."""
 
-from . import badput, checkpoint, distributed, gpu, quality, serving, training  # noqa: F401  (they register)
+from . import badput, checkpoint, cluster, distributed, gpu, quality, serving, training  # noqa: F401  (they register)
 from .registry import FaultEffect, Slowdown, effect, effects_with, registered
 
 FAULT_TYPES = registered()

@@ -12,7 +12,10 @@ Hooks (all optional; ``None`` means the effect does not act there):
 * ``slowdown(scenario, run, f, step_time, progress) -> [Slowdown]``: seconds added to the steps
   that start inside the fault (timeline.py);
 * ``gpu_state(frame, f)``: the GPU's state before the series are drawn; ``gpu(frame, f)``: its
-  samples; ``gpu_temperature(frame, f)``: its temperature after the thermal model (gpu_samples.py);
+  samples; ``run_gpu(frame, f, rank)``: the samples of each GPU the targeted run holds;
+  ``gpu_temperature(frame, f)``: its temperature after the thermal model (gpu_samples.py);
+* ``telemetry(scenario, f, host, t) -> (gpu index or None, dropped mask)``: samples never written;
+  ``host_clock(scenario, f, t) -> seconds``: how far the host's clock is off at ``t``;
 * ``memory_growth(scenario, f, t) -> bytes``: what the caching allocator reserves on top;
 * ``series(frame, f)``: per-step values every rank shares; ``rank_steps(frame, f, rank)``: one
   rank's step records (steps.py);
@@ -65,11 +68,16 @@ class FaultEffect:
     holds_spare_gpu: bool = False
     skips_saves: bool = False
     weights_only: bool = False
+    whole_job: bool = False  # kills every rank at once: the job ends at the onset
+    end_status: str | None = None  # run_ended's status when it ends the run (default "failed")
     kills: Callable | None = None
     slowdown: Callable | None = None
     gpu_state: Callable | None = None
     gpu: Callable | None = None
     gpu_temperature: Callable | None = None
+    run_gpu: Callable | None = None
+    telemetry: Callable | None = None
+    host_clock: Callable | None = None
     memory_growth: Callable | None = None
     series: Callable | None = None
     rank_steps: Callable | None = None

@@ -62,7 +62,7 @@ def _fragmentation(scenario, f, t):
     return np.where(inside, f.magnitude * FRAG_BYTES * (t - a) / (b - a), 0.0)
 
 
-def _slow_data(scenario, run, f, step_time, progress):
+def slow_data(scenario, run, f, step_time, progress):
     if f.run_id != run.id:
         return []
     return [Slowdown("data", progress(f.onset), progress(f.end), f.magnitude * step_time)]
@@ -91,7 +91,7 @@ register(FaultEffect(
 register(FaultEffect(
     "step_time_regression", "training", ("run",),
     "data pipeline slowdown: every rank's data_seconds grows by magnitude x step time, so step time is "
-    "x(1 + magnitude) and throughput drops", slowdown=_slow_data))
+    "x(1 + magnitude) and throughput drops", slowdown=slow_data))
 register(FaultEffect(
     "grad_norm_spike", "training", ("run",),
     "grad norm x(5 + 20*magnitude) for a short burst; loss mostly unaffected", series=_grad_norm_spike))
@@ -103,3 +103,4 @@ register(FaultEffect(
     "memory_fragmentation", "training", ("run",),
     "reserved minus allocated grows by magnitude x 10 GB over the duration, inactive split bytes grow, "
     "alloc retries come ever more often", memory_growth=_fragmentation))
+
