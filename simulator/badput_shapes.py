@@ -16,7 +16,8 @@ accounting needs to be tested against known durations (docs/scenario.md, "Badput
   (which counts attention: 72·L·h²·tokens·(1 + s/(6h) + V/(12·L·h))), as its logs print it.
 * ``badput_truth.json``: per run, the GPU-seconds the simulator put into each badput category.
 
-It imports nothing from simulate.py (which imports it) and nothing of Dagster.
+It imports nothing from the record builders (which import it) and nothing of Dagster; the scenario
+loader (scenario.py) reads ``restart:``, ``log_evaluations:`` and ``model:``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
+
+from .faults import effect
 
 CATEGORIES = ("productive", "startup", "checkpoint_save", "data_stall", "evaluation", "hang", "idle",
               "slow_steps", "wasted_progress", "unexplained")
@@ -60,26 +63,6 @@ class ModelShape:
         dense layers plus attention's score and value products, which grow with the sequence."""
         L, h, s, V = self.layers, self.hidden, self.seq_len, self.vocab
         return 72.0 * L * h * h * (1 + s / (6.0 * h) + V / (12.0 * L * h))
-
-
-def parse_restart(p, raw, field: str) -> RestartSpec | None:
-    if raw is None:
-        return None
-    r = p.mapping(raw, field, {"after"}, set())
-    return RestartSpec(after=p.duration(r["after"], f"{field}.after"))
-
-
-def parse_model(p, raw, field: str) -> ModelShape | None:
-    if raw is None:
-        return None
-    m = p.mapping(raw, field, {"layers", "hidden", "seq_len", "vocab"}, set())
-    return ModelShape(*(p.integer(m[k], f"{field}.{k}", minimum=1) for k in ("layers", "hidden", "seq_len", "vocab")))
-
-
-def parse_flag(p, raw, field: str) -> bool:
-    if not isinstance(raw, bool):
-        raise p.fail(field, f"expected true or false, got {raw!r}", "write true or false")
-    return raw
 
 
 # --------------------------------------------------------------------------- restarts
@@ -193,7 +176,7 @@ end. productive is what is left of the held time."""
         c["slow_steps"] += ranks * float(np.sum(np.where(wasted, 0.0, slow)))
         c["allocated"] += held
     for f in scenario.faults:  # spare GPUs held idle for a run
-        if f.type != "idle_allocated":
+        if not effect(f.type).holds_spare_gpu:
             continue
         run = scenario.host_run(f.gpu[0], f.onset)
         windows = [(tl.start, min(tl.end, span)) for tl in timelines if tl.run.id == run.id]

@@ -16,7 +16,8 @@ import duckdb
 import numpy as np
 import pytest
 
-from simulator.simulate import _safetensors_bytes, torch_save_bytes
+from simulator.checkpoint_files import safetensors_bytes as _safetensors_bytes
+from simulator.checkpoint_files import torch_save_bytes
 from sources import checkpoint_audit as ca
 from sources.client import MANIFEST_NAME, file_manifest
 
