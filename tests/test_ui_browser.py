@@ -99,6 +99,9 @@ def browser():
 @pytest.fixture
 def page(browser, ui, request):
     context = browser.new_context(viewport={"width": 1600, "height": 1000})
+    # Dagster greets a visitor of a fresh instance on loopback with a newsletter dialog over the page;
+    # the flag its "Skip" button stores says it was seen, so the dialog never opens (no race with it)
+    context.add_init_script("window.localStorage.setItem('communityNux', JSON.stringify('1'))")
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     yield page
@@ -109,13 +112,6 @@ def page(browser, ui, request):
 
 def visit(page, base: str, path: str) -> None:
     page.goto(base + path, wait_until="networkidle", timeout=WAIT_MS)
-    # a fresh instance greets the first visitor with a newsletter dialog that covers the page
-    skip = page.get_by_role("button", name="Skip")
-    try:
-        skip.wait_for(state="visible", timeout=5000)
-        skip.click()
-    except Exception:  # noqa: BLE001  (no dialog: nothing to dismiss)
-        pass
 
 
 def shot(page, name: str) -> Path:
@@ -202,7 +198,6 @@ def test_sensors_are_on_by_default(page, ui):
     visit(page, ui, "/automation")
     for name in ("raw_zone_detect", "fold_incidents_after_detect", "incident_alerts"):
         page.get_by_text(name, exact=True).wait_for()
-    switches = page.locator("input[type=checkbox][role=switch], input[type=checkbox]")
-    page.wait_for_function("document.querySelectorAll('input[type=checkbox]:checked').length >= 3", timeout=WAIT_MS)
-    assert switches.count() >= 3
+    # at least three switches on (a string predicate would be `eval`, which the page's CSP forbids)
+    page.locator("input[type=checkbox]:checked").nth(2).wait_for(state="attached")
     shot(page, "automation.png")
