@@ -44,7 +44,8 @@ def evaluate(
     findings = signal.detector(episodes.with_open_episodes(frame, ids, carried), thresholds)
     findings = episodes.carried_onsets(findings, carried)
     findings = findings.assign(**{c: None for c in LINEAGE_COLUMNS if c not in findings.columns})
-    cleared = episodes.clearings(frame, ids, findings, carried, signal.clearing, signal.name, signal.entity, start)
+    cleared = episodes.clearings(frame, ids, findings, carried, signal.clearing, signal.name, signal.entity, start,
+                                 clear_minutes=thresholds.get("clear_minutes", 0.0))
     cleared = cleared.assign(evidence=cleared["evidence"].map(lambda e: json.dumps(e, sort_keys=True, default=str)))
     stored = findings.assign(
         signal=signal.name,

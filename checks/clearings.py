@@ -59,7 +59,8 @@ def rank_rejoined(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
 
 
 def in_step_with_peers(rows: pd.DataFrame, tick: pd.DataFrame) -> dict:
-    """straggler_rank: the rank computes as fast as its peers again (judged against them, not its past)."""
+    """straggler_rank: the rank computes as fast as its peers again (judged against them, not its past);
+    recorded only after it stayed so for the signal's `clear_minutes` (checks/episodes.py)."""
     r = rows.iloc[-1]
     peers = tick[(tick["run_id"] == r["run_id"]) & (tick["rank"] != r["rank"])]["compute_seconds"].median()
     ratio = r["compute_seconds"] / peers if peers and pd.notna(peers) else None
@@ -97,10 +98,13 @@ def step_time_back(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
 
 
 def collective_back(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
-    """collective_regression: the run's collective time fell back toward its healthy baseline."""
+    """collective_regression: the run's transfer time (collectives less the wait for the slowest rank)
+    fell back toward its healthy baseline."""
     r = rows.iloc[-1]
-    return {"why": f"collective time {_num(r['collective_seconds'], 4)} s, back within the regression threshold "
-                   f"of its healthy baseline", "collective_seconds": _num(r["collective_seconds"], 4)}
+    return {"why": f"transfer time {_num(r['transfer_seconds'], 4)} s (collective {_num(r['collective_seconds'], 4)} s, "
+                   f"of which {_num(r.get('wait_seconds'), 4)} s waiting for the slowest rank), back within the "
+                   f"regression threshold of its healthy baseline",
+            "transfer_seconds": _num(r["transfer_seconds"], 4), "collective_seconds": _num(r["collective_seconds"], 4)}
 
 
 def latency_back(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
