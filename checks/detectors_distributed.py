@@ -123,7 +123,8 @@ def straggler_rank(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.D
     of such ranks (a job whose ranks split into a fast and a slow half is built that way; a straggler
     is one or a few). Severity and duration trade off by the GPU-time the run loses (every rank waits
     for the slow one: extra compute x steps x the run's GPUs): an episode opens after `min_minutes`
-    such minutes, or after `min_short_minutes` (never one) that cost `min_lost_gpu_minutes`.
+    such minutes, or after `min_short_minutes` (never one) of `min_short_steps` steps or more that cost
+    `min_lost_gpu_minutes`.
     Hysteresis: it stays open while the rank stays `exit_peer_ratio` x its peers with them waiting,
     and a dip shorter than `clear_minutes` does not end it (the clearing needs as long in step).
     """
@@ -152,7 +153,8 @@ def straggler_rank(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.D
     per_minute = np.minimum(f["steps_completed"].fillna(0) * extra.clip(lower=0), 60.0) * f["run_gpus"] / 60.0
     f["lost_gpu_minutes"] = per_minute.where(entry, 0.0)
     entered = persisted(f, "entity_id", entry, f["lost_gpu_minutes"], thresholds["min_minutes"],
-                        thresholds["min_short_minutes"], thresholds["min_lost_gpu_minutes"], thresholds["max_gap_minutes"])
+                        thresholds["min_short_minutes"], thresholds["min_lost_gpu_minutes"], thresholds["max_gap_minutes"],
+                        support=f["steps_completed"], min_support=thresholds["min_short_steps"])
     f = mark_stretches(f, "entity_id", entered, sustain=sustain, min_minutes=1, max_gap_minutes=thresholds["max_gap_minutes"])
     f = bridge_dips(f, "entity_id", thresholds["clear_minutes"], thresholds["max_gap_minutes"])
     rows = []

@@ -22,16 +22,19 @@ def _consecutive(f: pd.DataFrame, key: str, max_gap_minutes: float) -> pd.Series
 
 
 def persisted(f: pd.DataFrame, key: str, entry: pd.Series, cost: pd.Series, min_minutes: float,
-              min_short_minutes: float, min_cost: float, max_gap_minutes: float) -> pd.Series:
+              min_short_minutes: float, min_cost: float, max_gap_minutes: float,
+              support: pd.Series | None = None, min_support: float = 0.0) -> pd.Series:
     """Rows at which a run of consecutive `entry` rows has lasted `min_minutes`, or has lasted
     `min_short_minutes` (at least 2: one noisy minute never suffices) and accumulated `min_cost`
-    of `cost` (e.g. GPU-minutes lost): severity and duration trade off."""
+    of `cost` (e.g. GPU-minutes lost) over at least `min_support` of `support` (e.g. steps: two
+    minutes of one slow step each are two samples, not a short episode): severity and duration trade off."""
     entry = entry.fillna(False).astype(bool)
     same = _consecutive(f, key, max_gap_minutes)
     run = (entry & ~(entry.shift(fill_value=False) & same)).cumsum()
     count = entry.astype(int).groupby(run).cumsum()
     spent = cost.where(entry, 0.0).fillna(0.0).groupby(run).cumsum()
-    short = count.ge(max(2.0, min_short_minutes)) & spent.ge(min_cost)
+    seen = (support if support is not None else pd.Series(1.0, index=f.index)).where(entry, 0.0).fillna(0.0)
+    short = count.ge(max(2.0, min_short_minutes)) & spent.ge(min_cost) & seen.groupby(run).cumsum().ge(min_support)
     return entry & (count.ge(min_minutes) | short)
 
 

@@ -183,6 +183,7 @@ def test_a_short_severe_straggler_is_flagged(ranks, factor):
     spans((-30, 60, 1.3, {0, 2, 4, 6})),                                                    # half the job slower: its build
     spans((20, 21, 3.0, {3})),                                                              # one noisy minute, however slow
     spans((20, 22, 1.12, {3}), ranks=4),                                                    # 2 mild minutes: under the cost
+    spans((20, 22, 1.5, {3}), ranks=64).assign(steps_completed=2),                          # 2 minutes of 2 steps: samples
     spans((20, 60, 1.07, {3})),                                                             # under the entry ratio
     rank_frame(changes=[(20, 60, {"compute_seconds": 1.6 * 1.3}, {3})]),                    # slower but nobody waits
     rank_frame(ranks=1),                                                                    # no peers
