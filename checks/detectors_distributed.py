@@ -132,9 +132,9 @@ def straggler_rank(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.D
         return empty_findings()
     f = _sorted(frame, "entity_id")
     by_minute = [f["run_id"], f["minute"]]
-    f["work"] = f["compute_seconds"].astype(float)
-    if "data_seconds" in f.columns:   # a record without the breakdown: its step is its work
-        f["work"] = f["work"].fillna(f["step_seconds"].astype(float) - f["data_seconds"].astype(float).fillna(0))
+    # a record without the breakdown (per-worker step times only): its step less its data time is its work
+    data = f["data_seconds"].astype(float).fillna(0) if "data_seconds" in f.columns else 0.0
+    f["work"] = f["compute_seconds"].astype(float).fillna(f["step_seconds"].astype(float) - data)
     f["peer_compute"] = loo_median(f["work"], by_minute)
     f["peer_collective"] = loo_median(f["collective_seconds"], by_minute)
     f["peer_ratio"] = f["work"] / f["peer_compute"]

@@ -123,6 +123,13 @@ def spans(*pieces, ranks=8, **kw):
 
 # --- issue 17 item 3: a standing imbalance is one episode, judged against the peers -------------
 
+def test_per_worker_step_times_without_the_breakdown_are_judged():
+    # an importer that has only each worker's step time (no compute/collective split)
+    frame = spans((10, 60, 2.5, {3})).assign(step_seconds=lambda f: f["compute_seconds"] + 0.4,
+                                             compute_seconds=np.nan, collective_seconds=np.nan)
+    assert d.straggler_rank(frame, th("straggler_rank"))["entity_id"].tolist() == ["run-a/rank-3"]
+
+
 def test_a_straggler_slow_since_before_the_history_began_is_flagged():
     # its own baseline is the slow state: only its peers show it (the old self-change rule never opened)
     frame = spans((-30, 60, 2.5, {3})).assign(compute_seconds_baseline=lambda f: np.where(f["rank"] == 3, 4.0, 1.6))
