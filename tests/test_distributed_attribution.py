@@ -35,7 +35,7 @@ def minutes(slow=(), net=(), ranks=8, per_host=4, seed=3):
             if a <= m < b:
                 compute[rank] *= factor
         data = 0.02 * rng.lognormal(0, 0.05, ranks)
-        transfer = np.full(ranks, 0.35 * rng.lognormal(0, 0.02))
+        transfer = np.full(ranks, 0.35 * rng.lognormal(0, 0.02) * (0.8 if m == -90 else 1.0))   # a quick first minute
         host = np.array([r // per_host for r in range(ranks)])
         for a, b, hosts, factor in net:
             if a <= m < b:
@@ -101,6 +101,12 @@ def test_a_network_slowdown_after_a_straggler_is_held_against_a_clean_baseline(c
     (net,) = judge(con, rows, "collective_regression").to_dict("records")
     assert net["onset"] == T0 + pd.Timedelta(minutes=20)
     assert net["evidence"]["transfer_baseline_seconds"] == pytest.approx(0.35, rel=0.05)
+
+
+def test_a_regression_ends_with_the_slowdown_whatever_the_runs_first_minutes_showed(con):
+    # the run's first minute was quick (0.8x): a floor taken from it would hold a healthy run "regressed"
+    (found,) = judge(con, minutes(net=[(10, 30, None, 1.6)]), "collective_regression").to_dict("records")
+    assert found["onset"] == T0 + pd.Timedelta(minutes=10) and found["last_seen"] == T0 + pd.Timedelta(minutes=30)
 
 
 def test_one_hosts_degraded_links_name_that_host(con):

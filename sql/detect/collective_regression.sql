@@ -7,7 +7,8 @@
 -- links show, as does a run-wide slowdown). The baseline (median/MAD over the trailing
 -- $window_minutes, the current minute excluded) is taken over the same statistic, so a straggler's
 -- inflated waits never enter it; `transfer_baseline_floor` is the lowest baseline since the lookback
--- began (what an open regression is held against: the trailing baseline climbs with a long one).
+-- began, of those with $min_baseline_minutes of history (a run's first minutes say little), which an
+-- open regression is held against: the trailing baseline climbs with a long one.
 WITH ranks AS (
     SELECT run_id, minute, host, gpu_index, compute_seconds, collective_seconds,
            max(coalesce(data_seconds, 0) + compute_seconds) OVER (PARTITION BY run_id, minute)
@@ -51,8 +52,8 @@ SELECT run_id, minute,
        minute + INTERVAL 1 MINUTE > $start AS in_window,
        ranks_reporting, collective_seconds, wait_seconds, transfer_seconds, slowest_host, fastest_host_transfer_seconds,
        transfer_seconds_baseline, transfer_seconds_mad,
-       min(transfer_seconds_baseline) OVER (PARTITION BY run_id ORDER BY minute ROWS UNBOUNDED PRECEDING)
-           AS transfer_baseline_floor,
+       min(CASE WHEN baseline_minutes >= $min_baseline_minutes THEN transfer_seconds_baseline END)
+           OVER (PARTITION BY run_id ORDER BY minute ROWS UNBOUNDED PRECEDING) AS transfer_baseline_floor,
        compute_seconds, compute_seconds_baseline, compute_outlier_ratio, baseline_minutes, hosts, gpus
 FROM baselines
 WHERE minute >= $start - to_minutes(CAST($lookback_minutes AS INTEGER))
