@@ -31,7 +31,7 @@ REGISTRY.register(Signal(
         "min_wait_share": 0.5,         # peers' collective exceeds its own by >= half its extra compute
         "min_minutes": 3.0,            # consecutive minutes before opening, whatever the cost
         "min_short_minutes": 2.0,      # or this many (never one: one noisy minute) when they cost enough:
-        "min_lost_gpu_minutes": 1.5,   #   GPU-minutes the run lost waiting (extra compute x steps x GPUs)
+        "min_lost_gpu_minutes": 1.0,   #   GPU-minutes the run lost waiting (extra compute x steps x GPUs)
         "min_short_steps": 10.0,       #   over this many steps (slow-step runs: a few steps are not an episode)
         "clear_minutes": 10.0,         # a dip shorter than this does not end it; the clearing needs as long in step
         "max_gap_minutes": 5.0,        # minutes without steps (eval pause) that do not break a stretch

@@ -176,7 +176,7 @@ def test_a_dip_longer_than_the_clearing_time_ends_the_episode():
 
 # --- issue 17 item 4: severity and duration trade off by GPU-time lost --------------------------
 
-@pytest.mark.parametrize("ranks,factor", [(8, 1.3), (4, 2.4), (16, 1.3)])
+@pytest.mark.parametrize("ranks,factor", [(8, 1.3), (4, 1.3), (4, 2.4), (2, 1.6), (16, 1.3)])
 def test_a_short_severe_straggler_is_flagged(ranks, factor):
     found = d.straggler_rank(spans((20, 22, factor, {1}), ranks=ranks), th("straggler_rank"))
     assert found["entity_id"].tolist() == ["run-a/rank-1"]
