@@ -119,9 +119,9 @@ def straggler_rank(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.D
     Judged against its PEERS (the median of the run's other ranks that minute), not its own history:
     an imbalance present from the first minute watched is as costly as one that appeared. A minute
     counts when the rank computes `min_peer_ratio` x its peers' median, the peers wait for it (their
-    collective exceeds its own by `min_wait_share` of its extra compute) and it is one of a minority
-    of such ranks (a job whose ranks split into a fast and a slow half is built that way; a straggler
-    is one or a few). Severity and duration trade off by the GPU-time the run loses (every rank waits
+    collective exceeds its own by `min_wait_share` of its extra compute) and it is one of a few such
+    ranks (under a third of the run), or it slowed down against its own history (`min_baseline_minutes`
+    of it): a job whose ranks split into a fast and a slow group from the start is built that way. Severity and duration trade off by the GPU-time the run loses (every rank waits
     for the slow one: extra compute x steps x the run's GPUs): an episode opens after `min_minutes`
     such minutes, or after `min_short_minutes` (never one) of `min_short_steps` steps or more that cost
     `min_lost_gpu_minutes`.
@@ -144,10 +144,14 @@ def straggler_rank(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.D
     waiting = waited | f["collective_seconds"].isna() | f["peer_collective"].isna()
     stepping = f["steps_completed"].gt(0)
     slow = f["peer_ratio"].ge(thresholds["min_peer_ratio"]) & stepping
-    # a straggler is one rank or a minority of them; half a job slower is how that job is built
+    # a straggler is one rank or a few (under a third: the peers' median stays among the healthy); a
+    # larger slow group is a straggler only if it slowed down against its own history (a host that
+    # degraded), else that job is built that way (mixed GPU models, uneven pipeline stages)
     slow_ranks = slow.groupby(by_minute).transform("sum")
-    minority = slow_ranks.le(np.maximum(1, (f["run_gpus"] - 1) // 2))
-    entry = slow & waiting & minority
+    few = slow_ranks.le(np.maximum(1, (f["run_gpus"] - 1) // 3))
+    changed = (f["work"].ge(thresholds["min_peer_ratio"] * f["compute_seconds_baseline"])
+               & f["baseline_minutes"].ge(thresholds["min_baseline_minutes"]))
+    entry = slow & waiting & (few | changed)
     sustain = f["peer_ratio"].ge(thresholds["exit_peer_ratio"]) & waiting & stepping
     # GPU-minutes the run loses per minute: each step, every GPU waits `extra` for this rank
     per_minute = np.minimum(f["steps_completed"].fillna(0) * extra.clip(lower=0), 60.0) * f["run_gpus"] / 60.0

@@ -33,6 +33,7 @@ REGISTRY.register(Signal(
         "min_short_minutes": 2.0,      # or this many (never one: one noisy minute) when they cost enough:
         "min_lost_gpu_minutes": 1.0,   #   GPU-minutes the run lost waiting (extra compute x steps x GPUs)
         "min_short_steps": 10.0,       #   over this many steps (slow-step runs: a few steps are not an episode)
+        "min_baseline_minutes": 10.0,  # own history that tells a large slow group that slowed down from one built so
         "clear_minutes": 10.0,         # a dip shorter than this does not end it; the clearing needs as long in step
         "max_gap_minutes": 5.0,        # minutes without steps (eval pause) that do not break a stretch
         "lookback_minutes": 60.0,      # frame reaches back this far (persistence, onset)

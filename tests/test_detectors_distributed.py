@@ -121,6 +121,11 @@ def spans(*pieces, ranks=8, **kw):
                                             for values, who in slow(factor, which, ranks)], **kw)
 
 
+def built(frame, which, factor):
+    """`frame` whose ranks `which` have always computed `factor` x (their own baselines say so)."""
+    return frame.assign(compute_seconds_baseline=np.where(frame["rank"].isin(which), 1.6 * factor, 1.6))
+
+
 # --- issue 17 item 3: a standing imbalance is one episode, judged against the peers -------------
 
 def test_per_worker_step_times_without_the_breakdown_are_judged():
@@ -162,6 +167,14 @@ def test_five_stragglers_of_sixteen_ranks_stay_flagged_throughout():
     assert (found["last_seen"] == T0 + pd.Timedelta(minutes=60)).all() and len(found) == 5
 
 
+def test_a_host_whose_ranks_slow_down_mid_run_is_flagged():
+    # half the job (node-1's four ranks) is too many for "a few", but they slowed against their own history
+    frame = spans((20, 60, 1.4, {4, 5, 6, 7}))
+    found = d.straggler_rank(frame, th("straggler_rank"))
+    assert sorted(found["entity_id"]) == [f"run-a/rank-{r}" for r in (4, 5, 6, 7)]
+    assert set(found["hosts"].map(tuple)) == {("node-1",)}
+
+
 def test_hysteresis_keeps_a_straggler_that_wavers_around_the_entry_threshold():
     # entered at 1.3x, then 1.07-1.12x: below the entry ratio half the time, above the exit ratio always
     wave = [(m, m + 1, 1.07 if m % 2 else 1.12, {3}) for m in range(25, 60)]
@@ -187,7 +200,8 @@ def test_a_short_severe_straggler_is_flagged(ranks, factor):
 @pytest.mark.parametrize("frame", [
     rank_frame(),                                                                           # healthy jitter
     rank_frame(changes=[(20, 60, {"compute_seconds": lambda r: r["compute_seconds"] * 1.4}, set(range(8)))]),  # all slower
-    spans((-30, 60, 1.3, {0, 2, 4, 6})),                                                    # half the job slower: its build
+    built(spans((-30, 60, 1.3, {0, 2, 4, 6})), {0, 2, 4, 6}, 1.3),                         # half the job slower: its build
+    built(spans((-30, 60, 1.3, {1, 4, 6})), {1, 4, 6}, 1.3),                                # a third of it: still its build
     spans((20, 21, 3.0, {3})),                                                              # one noisy minute, however slow
     spans((20, 22, 1.12, {3}), ranks=4),                                                    # 2 mild minutes: under the cost
     spans((20, 22, 1.5, {3}), ranks=64).assign(steps_completed=2),                          # 2 minutes of 2 steps: samples
