@@ -121,11 +121,11 @@ def straggler_rank(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.D
     counts when the rank computes `min_peer_ratio` x its peers' median, the peers wait for it (their
     collective exceeds its own by `min_wait_share` of its extra compute) and it is one of a few such
     ranks (under a third of the run), or it slowed down against its own history (`min_baseline_minutes`
-    of it): a job whose ranks split into a fast and a slow group from the start is built that way. Severity and duration trade off by the GPU-time the run loses (every rank waits
-    for the slow one: extra compute x steps x the run's GPUs): an episode opens after `min_minutes`
-    such minutes, or after `min_short_minutes` (never one) of `min_short_steps` steps or more that cost
-    `min_lost_gpu_minutes`.
-    Hysteresis: it stays open while the rank stays `exit_peer_ratio` x its peers with them waiting,
+    of it): a job whose ranks split into a fast and a slow group from the start is built that way.
+    Severity and duration trade off by the GPU-time the run loses (every rank waits for the slow one:
+    extra compute x steps x the run's GPUs): an episode opens after `min_minutes` such minutes, or
+    after `min_short_minutes` (never one) of `min_short_steps` steps or more that cost
+    `min_lost_gpu_minutes`. Hysteresis: it stays open while the rank stays `exit_peer_ratio` x its peers with them waiting,
     and a dip shorter than `clear_minutes` does not end it (the clearing needs as long in step).
     """
     if frame.empty:
