@@ -16,9 +16,20 @@ import numpy as np
 import pandas as pd
 
 from checks import episodes
-from checks.detectors import empty_findings
-from checks.detectors_gpu import MINUTE, _num, active_stretches, findings_frame, mark_stretches, throttle_names
+from checks.detectors_gpu import throttle_names
 from checks.hysteresis import bridge_dips, persisted
+from checks.toolkit import (
+    MAD_TO_SIGMA,
+    MINUTE,
+    active_stretches,
+    empty_findings,
+    finding,
+    findings_frame,
+    mark_stretches,
+    missing,
+    num,
+    prepare,
+)
 
 
 def loo_median(values: pd.Series, groups: list[pd.Series]) -> pd.Series:
@@ -55,30 +66,26 @@ def loo_median(values: pd.Series, groups: list[pd.Series]) -> pd.Series:
 
 def _rank_finding(stretch: pd.DataFrame, active: pd.DataFrame, value: float, baseline, threshold: float,
                   evidence: dict, onset=None) -> dict:
+    """One finding on a rank: named "<run>/rank-<r>", with its host and GPU."""
     first = active.iloc[0]
-    host = None if pd.isna(first.get("host")) else str(first["host"])
-    gpu = f"{host}:{int(first['gpu_index'])}" if host is not None and not pd.isna(first.get("gpu_index")) else None
-    return {
-        "entity_id": f"{first['run_id']}/rank-{int(first['rank'])}",
-        "onset": onset if onset is not None else stretch["tick"].iloc[0] - MINUTE,
-        "detected_at": active["tick"].iloc[0],
-        "last_seen": active["tick"].iloc[-1],
-        "run_id": first["run_id"],
-        "rank": int(first["rank"]),
-        "hosts": [host] if host else [],
-        "gpus": [gpu] if gpu else [],
-        "value": float(value),
-        "baseline": None if baseline is None or pd.isna(baseline) else float(baseline),
-        "threshold": float(threshold),
-        "evidence": {"rank": int(first["rank"]), "host": host, "gpu": gpu, "minutes": int(len(active)), **evidence},
-    }
+    host = None if missing(first.get("host")) else str(first["host"])
+    gpu = f"{host}:{int(first['gpu_index'])}" if host is not None and not missing(first.get("gpu_index")) else None
+    return finding(
+        entity_id=f"{first['run_id']}/rank-{int(first['rank'])}",
+        onset=onset if onset is not None else stretch["tick"].iloc[0] - MINUTE,
+        detected_at=active["tick"].iloc[0], last_seen=active["tick"].iloc[-1],
+        run_id=first["run_id"], rank=int(first["rank"]), hosts=[host] if host else [], gpus=[gpu] if gpu else [],
+        value=value, baseline=baseline, threshold=threshold,
+        evidence={"rank": int(first["rank"]), "host": host, "gpu": gpu, "minutes": int(len(active)), **evidence},
+    )
 
 
-def _sorted(frame: pd.DataFrame, key: str) -> pd.DataFrame:
-    f = frame.copy()
-    if key == "entity_id" and "entity_id" not in f.columns:
-        f["entity_id"] = f["run_id"].astype(str) + "/rank-" + f["rank"].astype(int).astype(str)
-    return f.sort_values([key, "tick"], kind="stable").reset_index(drop=True)
+def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rank frame prepared per rank and tick (toolkit.prepare), with its `entity_id`."""
+    f = frame
+    if "entity_id" not in f.columns:
+        f = f.assign(entity_id=f["run_id"].astype(str) + "/rank-" + f["rank"].astype(int).astype(str))
+    return prepare(f, "entity_id")
 
 
 def gpu_layer(active: pd.DataFrame) -> dict:
@@ -98,13 +105,13 @@ def gpu_layer(active: pd.DataFrame) -> dict:
                + (f", XID {', '.join(map(str, xids))}" if xids else ", no XID"))
     return {
         "gpu_layer": summary,
-        "gpu_temperature_max_celsius": _num(temp, 1),
+        "gpu_temperature_max_celsius": num(temp, 1),
         "gpu_throttle_reasons": "|".join(names) or "none",
-        "gpu_sm_clock_mhz": _num(clock / 1e6, 0),
-        "gpu_sm_clock_baseline_mhz": _num(usual / 1e6, 0),
-        "gpu_clock_drop_pct": _num(drop, 1),
-        "gpu_power_watts": _num(power, 0),
-        "gpu_power_limit_watts": _num(limit, 0),
+        "gpu_sm_clock_mhz": num(clock / 1e6, 0),
+        "gpu_sm_clock_baseline_mhz": num(usual / 1e6, 0),
+        "gpu_clock_drop_pct": num(drop, 1),
+        "gpu_power_watts": num(power, 0),
+        "gpu_power_limit_watts": num(limit, 0),
         "gpu_last_xid": xids[-1] if xids else None,
     }
 
@@ -130,7 +137,7 @@ def straggler_rank(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.D
     """
     if frame.empty:
         return empty_findings()
-    f = _sorted(frame, "entity_id")
+    f = _prepared(frame)
     by_minute = [f["run_id"], f["minute"]]
     # a record without the breakdown (per-worker step times only): its step less its data time is its work
     data = f["data_seconds"].astype(float).fillna(0) if "data_seconds" in f.columns else 0.0
@@ -170,15 +177,15 @@ def straggler_rank(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.D
         rows.append(_rank_finding(
             stretch, active, value=100 * ratio, baseline=100.0, threshold=100 * thresholds["min_peer_ratio"],
             evidence={
-                "slowdown_pct": _num(100 * (ratio - 1), 1),
-                "compute_seconds": _num(active["work"].median(), 4),
-                "peer_compute_seconds": _num(active["peer_compute"].median(), 4),
-                "own_baseline_compute_seconds": _num(own, 4),
-                "own_change_pct": _num(100 * (active["work"].median() / own - 1), 1),
-                "collective_seconds": _num(active["collective_seconds"].median(), 4),
-                "peer_collective_seconds": _num(active["peer_collective"].median(), 4),
+                "slowdown_pct": num(100 * (ratio - 1), 1),
+                "compute_seconds": num(active["work"].median(), 4),
+                "peer_compute_seconds": num(active["peer_compute"].median(), 4),
+                "own_baseline_compute_seconds": num(own, 4),
+                "own_change_pct": num(100 * (active["work"].median() / own - 1), 1),
+                "collective_seconds": num(active["collective_seconds"].median(), 4),
+                "peer_collective_seconds": num(active["peer_collective"].median(), 4),
                 "run_gpus": int(active["run_gpus"].max()),
-                "gpu_minutes_lost": _num(lost, 1),
+                "gpu_minutes_lost": num(lost, 1),
                 **gpu_layer(active),
             },
         ))
@@ -200,9 +207,9 @@ def collective_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) 
     """
     if frame.empty:
         return empty_findings()
-    f = _sorted(frame, "run_id")
+    f = prepare(frame, "run_id")
     base = f["transfer_seconds_baseline"]
-    spread = np.fmax(1.4826 * f["transfer_seconds_mad"].fillna(0), thresholds["min_rel_spread"] * base)
+    spread = np.fmax(MAD_TO_SIGMA * f["transfer_seconds_mad"].fillna(0), thresholds["min_rel_spread"] * base)
     f["rise"] = f["transfer_seconds"] / base
     f["z"] = (f["transfer_seconds"] - base) / spread
     entry = (f["rise"].ge(thresholds["min_rise"]) & f["z"].ge(thresholds["min_z"])
@@ -219,34 +226,26 @@ def collective_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) 
         usual = float(entered["reference"])
         value = float(active["transfer_seconds"].median())
         hosts, gpus = _degraded(active, thresholds["min_rise"] * usual)
-        rows.append({
-            "entity_id": entered["run_id"],
-            "onset": stretch["tick"].iloc[0] - MINUTE,
-            "detected_at": active["tick"].iloc[0],
-            "last_seen": active["tick"].iloc[-1],
-            "run_id": entered["run_id"],
-            "rank": None,
-            "hosts": hosts,
-            "gpus": gpus,
-            "value": 100 * value / usual,
-            "baseline": 100.0,
-            "threshold": 100 * thresholds["min_rise"],
-            "evidence": {
-                "transfer_seconds": _num(value, 4),
-                "transfer_baseline_seconds": _num(usual, 4),
+        rows.append(finding(
+            entity_id=entered["run_id"], onset=stretch["tick"].iloc[0] - MINUTE, detected_at=active["tick"].iloc[0],
+            last_seen=active["tick"].iloc[-1], run_id=entered["run_id"], hosts=hosts, gpus=gpus,
+            value=100 * value / usual, baseline=100.0, threshold=100 * thresholds["min_rise"],
+            evidence={
+                "transfer_seconds": num(value, 4),
+                "transfer_baseline_seconds": num(usual, 4),
                 "held_reference": usual,
-                "rise_pct": _num(100 * (value / usual - 1), 1),
-                "z": _num(active["z"].median(), 1),
-                "collective_seconds": _num(active["collective_seconds"].median(), 4),
-                "wait_seconds": _num(active["wait_seconds"].median(), 4),
-                "compute_seconds": _num(active["compute_seconds"].median(), 4),
-                "compute_baseline_seconds": _num(entered["compute_seconds_baseline"], 4),
-                "compute_outlier_ratio": _num(active["compute_outlier_ratio"].max(), 3),
+                "rise_pct": num(100 * (value / usual - 1), 1),
+                "z": num(active["z"].median(), 1),
+                "collective_seconds": num(active["collective_seconds"].median(), 4),
+                "wait_seconds": num(active["wait_seconds"].median(), 4),
+                "compute_seconds": num(active["compute_seconds"].median(), 4),
+                "compute_baseline_seconds": num(entered["compute_seconds_baseline"], 4),
+                "compute_outlier_ratio": num(active["compute_outlier_ratio"].max(), 3),
                 "scope": "every host" if hosts == _all(active, "hosts") else f"host {', '.join(hosts)}",
                 "ranks_reporting": int(active["ranks_reporting"].max()),
                 "minutes": int(len(active)),
             },
-        })
+        ))
     return findings_frame(rows)
 
 
@@ -277,7 +276,7 @@ def rank_dropout(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Dat
     """
     if frame.empty:
         return empty_findings()
-    f = _sorted(frame, "entity_id")
+    f = _prepared(frame)
     limit = np.fmax(thresholds["min_silence_seconds"], thresholds["silence_factor"] * f["step_interval_seconds"].fillna(0))
     silence = (f["tick"] - f["last_step_time"]).dt.total_seconds()
     run_silence = (f["tick"] - f["run_last_step_time"]).dt.total_seconds()
@@ -303,11 +302,11 @@ def rank_dropout(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Dat
             threshold=float(active["limit_seconds"].iloc[0]), onset=active["last_step_time"].iloc[0],
             evidence={
                 "last_step_time": pd.Timestamp(active["last_step_time"].iloc[0]).isoformat(),
-                "silent_minutes": _num(active["silence_seconds"].max() / 60, 1),
+                "silent_minutes": num(active["silence_seconds"].max() / 60, 1),
                 "peers_progressing": bool(peers_go_on[active.index].any()),
                 "peer_gpus_held": int(active["gpus_held"].max() - active["gpu_held"].fillna(False).astype(int).min()),
                 "gpu_state": gpu_state,
-                "gpu_utilization_pct": _num(100 * active["gpu_utilization"].mean(), 1),
+                "gpu_utilization_pct": num(100 * active["gpu_utilization"].mean(), 1),
                 "gpu_last_xid": int(xid.iloc[-1]) if not xid.empty else None,
             },
         ))
@@ -321,7 +320,7 @@ def gradient_skew(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Da
     its peers (its usual ratio adapts to a long skew)."""
     if frame.empty:
         return empty_findings()
-    f = _sorted(frame, "entity_id")
+    f = _prepared(frame)
     finite = f["grad_norm"].where(np.isfinite(f["grad_norm"].astype(float)))
     by_minute = [f["run_id"], f["minute"]]
     f["peer_grad_norm_loo"] = loo_median(finite, by_minute)
@@ -341,10 +340,10 @@ def gradient_skew(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Da
             stretch, active, value=100 * ratio, baseline=100 * float(active["grad_norm_ratio_baseline"].iloc[0]),
             threshold=100 * thresholds["min_ratio"],
             evidence={
-                "grad_norm": _num(active["grad_norm"].median(), 4),
-                "peer_grad_norm": _num(active["peer_grad_norm_loo"].median(), 4),
-                "ratio_to_peers": _num(ratio, 3),
-                "usual_ratio": _num(active["grad_norm_ratio_baseline"].iloc[0], 3),
+                "grad_norm": num(active["grad_norm"].median(), 4),
+                "peer_grad_norm": num(active["peer_grad_norm_loo"].median(), 4),
+                "ratio_to_peers": num(ratio, 3),
+                "usual_ratio": num(active["grad_norm_ratio_baseline"].iloc[0], 3),
                 "direction": "higher" if ratio > 1 else "lower",
                 "peers": int(active["peers"].max()),
             },

@@ -5,20 +5,14 @@ has cost enough (a short severe episode as well as a long mild one) and close on
 has been gone for a sustained time, so a one-minute dip neither resolves it nor makes it reopen as a
 new incident. `persisted` is the entry half (duration, or duration and cost); `bridge_dips` the exit
 half over flagged stretches; `episodes.clearings(..., clear_minutes=...)` records the clearing only
-after the same sustained time. Pure functions over frames sorted by (entity, tick).
+after the same sustained time. Pure functions over frames sorted by (entity, tick) (`toolkit.prepare`).
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-MINUTE = pd.Timedelta(minutes=1)
-
-
-def _consecutive(f: pd.DataFrame, key: str, max_gap_minutes: float) -> pd.Series:
-    """Whether each row follows the previous one of the same entity within `max_gap_minutes`."""
-    tick = pd.to_datetime(f["tick"])
-    return f[key].eq(f[key].shift()) & (tick - tick.shift()).le(max_gap_minutes * MINUTE)
+from checks.toolkit import MINUTE, stretch_ids
 
 
 def persisted(f: pd.DataFrame, key: str, entry: pd.Series, cost: pd.Series, min_minutes: float,
@@ -29,8 +23,7 @@ def persisted(f: pd.DataFrame, key: str, entry: pd.Series, cost: pd.Series, min_
     of `cost` (e.g. GPU-minutes lost) over at least `min_support` of `support` (e.g. steps: two
     minutes of one slow step each are two samples, not a short episode): severity and duration trade off."""
     entry = entry.fillna(False).astype(bool)
-    same = _consecutive(f, key, max_gap_minutes)
-    run = (entry & ~(entry.shift(fill_value=False) & same)).cumsum()
+    run = stretch_ids(f, entry, max_gap_minutes, key=key, time="tick")
     count = entry.astype(int).groupby(run).cumsum()
     spent = cost.where(entry, 0.0).fillna(0.0).groupby(run).cumsum()
     seen = (support if support is not None else pd.Series(1.0, index=f.index)).where(entry, 0.0).fillna(0.0)
@@ -53,6 +46,5 @@ def bridge_dips(f: pd.DataFrame, key: str, clear_minutes: float, max_gap_minutes
     dip = ~active & before.notna() & after.notna() & (after - before).le((clear_minutes + 1) * MINUTE)
     flagged_stretch = f.groupby("_stretch")["_active"].transform("any").astype(bool) & f["_stretch"].ge(0)
     member = flagged_stretch | dip
-    same = _consecutive(f, key, max_gap_minutes)
-    stretch = (member & ~(member.shift(fill_value=False) & same)).cumsum()
-    return f.assign(_active=(active | dip).to_numpy(), _stretch=stretch.where(member, -1).to_numpy())
+    stretch = stretch_ids(f, member, max_gap_minutes, key=key, time="tick")
+    return f.assign(_active=(active | dip).to_numpy(), _stretch=stretch.fillna(-1).astype(int).to_numpy())
