@@ -22,6 +22,7 @@ import pandas as pd
 import checks.signals  # noqa: F401  (registers the signals)
 from checks import episodes
 from checks.registry import LINEAGE_COLUMNS, REGISTRY, Signal
+from checks.toolkit import figure
 from orchestration import sql
 from orchestration.board_links import BoardResource, report_link
 from orchestration.partitions import hourly, naive_utc
@@ -49,7 +50,8 @@ def evaluate(
     findings = signal.detector(episodes.with_open_episodes(frame, ids, carried), thresholds)
     findings = episodes.carried_onsets(findings, carried)
     findings = findings.assign(**{c: None for c in LINEAGE_COLUMNS if c not in findings.columns})
-    cleared = episodes.clearings(frame, ids, findings, carried, signal.clearing, signal.name, signal.entity, start)
+    cleared = episodes.clearings(frame, ids, findings, carried, signal.clearing, signal.name, signal.entity, start,
+                                 clear_minutes=thresholds.get("clear_minutes", 0.0))
     cleared = cleared.assign(evidence=cleared["evidence"].map(lambda e: json.dumps(e, sort_keys=True, default=str)))
     stored = findings.assign(
         signal=signal.name,
@@ -83,15 +85,13 @@ def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, th
         "tier": signal.tier,
         "owner": signal.owner,
         "entities_evaluated": int(episodes.entity_ids(frame, signal.entity, signal.entity_column).nunique()),
-        "window": dg.MetadataValue.text(
-            f"{frame['tick'].min()} .. {frame['tick'].max()}" if "tick" in frame.columns and not frame.empty else "no data"
-        ),
+        "window": dg.MetadataValue.text(_window(frame)),
         "thresholds": dg.MetadataValue.json(thresholds),
     }
     if not findings.empty:
         shown = findings.head(MAX_LISTED)
         metadata["offending"] = dg.MetadataValue.md(_table(shown))
-        worst = findings.loc[findings["value"].astype(float).idxmax()]
+        worst = signal.worst(findings)   # the highest value of a signal flagged above, the lowest of one flagged below
         metadata["value"] = float(worst["value"])
         metadata["threshold"] = float(worst["threshold"])
         if worst["baseline"] is not None and not pd.isna(worst["baseline"]):
@@ -118,17 +118,18 @@ def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, th
     )
 
 
-def _num(value: float) -> str:
-    """Seconds and counts whole; ratios and scores below 100 with three significant digits."""
-    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+def _window(frame: pd.DataFrame) -> str:
+    """The ticks the check judged: the frame's rows inside the partition (`in_window`), not its lookback."""
+    judged = frame[frame["in_window"].fillna(False).astype(bool)] if "in_window" in frame.columns else frame
+    return f"{judged['tick'].min()} .. {judged['tick'].max()}" if "tick" in judged.columns and not judged.empty else "no data"
 
 
 def _table(findings: pd.DataFrame) -> str:
     lines = ["| entity | onset | detected | last seen | value | threshold | GPUs |", "|---|---|---|---|---|---|---|"]
     for row in findings.itertuples():
         lines.append(
-            f"| {row.entity_id} | {row.onset} | {row.detected_at} | {row.last_seen} | {_num(row.value)} | "
-            f"{_num(row.threshold)} | {', '.join(row.gpus if row.gpus is not None else [])} |"
+            f"| {row.entity_id} | {row.onset} | {row.detected_at} | {row.last_seen} | {figure(row.value)} | "
+            f"{figure(row.threshold)} | {', '.join(row.gpus if row.gpus is not None else [])} |"
         )
     return "\n".join(lines)
 

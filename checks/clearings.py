@@ -11,16 +11,13 @@ from __future__ import annotations
 import pandas as pd
 
 from checks.detectors_gpu import throttle_names
+from checks.toolkit import missing, num
 
 LOADED = 0.5   # the throttle signals' min_utilization: below it a GPU's clock says nothing about throttling
 
 
-def _num(value, digits: int = 2):
-    return None if value is None or pd.isna(value) else round(float(value), digits)
-
-
 def _pct(value) -> str:
-    return "?" if value is None or pd.isna(value) else f"{100 * float(value):.0f}%"
+    return "?" if missing(value) else f"{100 * float(value):.0f}%"
 
 
 def steps_resumed(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
@@ -32,7 +29,7 @@ def steps_resumed(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
            if resumed and pd.notna(r["last_step"]) else
            f"the run's GPUs are no longer busy (utilization {_pct(r['utilization_mean'])})")
     return {"why": why, "last_step": None if pd.isna(r["last_step"]) else int(r["last_step"]),
-            "utilization_pct": _num(100 * r["utilization_mean"], 1), "stall_seconds": _num(stall, 0)}
+            "utilization_pct": num(100 * r["utilization_mean"], 1), "stall_seconds": num(stall, 0)}
 
 
 def gpus_working(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
@@ -42,8 +39,8 @@ def gpus_working(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
     util = rows["utilization_ratio"].mean()
     why = (f"the run's {len(rows)} GPU(s) do work again: power {_pct(power)} of the limit, tensor pipes {_pct(tensor)}, "
            f"utilization {_pct(util)}")
-    return {"why": why, "power_pct_of_limit": _num(100 * power, 1), "tensor_active_pct": _num(100 * tensor, 1),
-            "utilization_pct": _num(100 * util, 1)}
+    return {"why": why, "power_pct_of_limit": num(100 * power, 1), "tensor_active_pct": num(100 * tensor, 1),
+            "utilization_pct": num(100 * util, 1)}
 
 
 def rank_rejoined(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
@@ -55,19 +52,20 @@ def rank_rejoined(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
     else:
         why = (f"the run no longer holds its peers' GPUs ({int(r['gpus_held'])} held): the job ended, nothing waits on "
                f"rank {int(r['rank'])}")
-    return {"why": why, "gpus_held": int(r["gpus_held"]), "silence_seconds": _num(silence, 0)}
+    return {"why": why, "gpus_held": int(r["gpus_held"]), "silence_seconds": num(silence, 0)}
 
 
 def in_step_with_peers(rows: pd.DataFrame, tick: pd.DataFrame) -> dict:
-    """straggler_rank: the rank computes as fast as its peers again (judged against them, not its past)."""
+    """straggler_rank: the rank computes as fast as its peers again (judged against them, not its past);
+    recorded only after it stayed so for the signal's `clear_minutes` (checks/episodes.py)."""
     r = rows.iloc[-1]
     peers = tick[(tick["run_id"] == r["run_id"]) & (tick["rank"] != r["rank"])]["compute_seconds"].median()
     ratio = r["compute_seconds"] / peers if peers and pd.notna(peers) else None
-    why = (f"rank {int(r['rank'])} computes in step with its peers again: {_num(r['compute_seconds'], 4)} s vs their "
-           f"median {_num(peers, 4)} s (x{_num(ratio, 2)})" if ratio is not None else
+    why = (f"rank {int(r['rank'])} computes in step with its peers again: {num(r['compute_seconds'], 4)} s vs their "
+           f"median {num(peers, 4)} s (x{num(ratio, 2)})" if ratio is not None else
            f"rank {int(r['rank'])} has no peers computing beside it (its run stopped stepping)")
-    return {"why": why, "compute_seconds": _num(r["compute_seconds"], 4), "peer_compute_seconds": _num(peers, 4),
-            "ratio_to_peers": _num(ratio, 3)}
+    return {"why": why, "compute_seconds": num(r["compute_seconds"], 4), "peer_compute_seconds": num(peers, 4),
+            "ratio_to_peers": num(ratio, 3)}
 
 
 def clock_back(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict | None:
@@ -78,43 +76,46 @@ def clock_back(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict | None:
         return None
     if pd.isna(r.get("run_id")):
         return {"why": f"the GPU was released by its run (utilization {_pct(r.get('utilization_ratio'))}): "
-                       f"no load left to throttle", "utilization_pct": _num(100 * r.get("utilization_ratio", 0), 1)}
+                       f"no load left to throttle", "utilization_pct": num(100 * r.get("utilization_ratio", 0), 1)}
     names = "|".join(throttle_names(r.get("throttle_reasons"))) or "none"
     base = r.get("sm_clock_baseline")
-    why = (f"throttle reasons {names}, SM clock {_num(r['sm_clock_hertz'] / 1e6, 0)} MHz"
-           + (f" (baseline {_num(base / 1e6, 0)} MHz)" if base is not None and pd.notna(base) else "")
-           + f", {_num(r.get('temperature_celsius'), 0)} °C, utilization {_pct(r.get('utilization_ratio'))}")
-    return {"why": why, "throttle_reasons": names, "sm_clock_mhz": _num(r["sm_clock_hertz"] / 1e6, 0),
-            "temperature_celsius": _num(r.get("temperature_celsius"), 1)}
+    why = (f"throttle reasons {names}, SM clock {num(r['sm_clock_hertz'] / 1e6, 0)} MHz"
+           + (f" (baseline {num(base / 1e6, 0)} MHz)" if base is not None and pd.notna(base) else "")
+           + f", {num(r.get('temperature_celsius'), 0)} °C, utilization {_pct(r.get('utilization_ratio'))}")
+    return {"why": why, "throttle_reasons": names, "sm_clock_mhz": num(r["sm_clock_hertz"] / 1e6, 0),
+            "temperature_celsius": num(r.get("temperature_celsius"), 1)}
 
 
 def step_time_back(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
     """step_time_regression: the run's minute-median step is back near its reference."""
     r = rows.iloc[-1]
-    return {"why": f"step time {_num(r['step_seconds'], 3)} s (data {_num(r.get('data_seconds'), 3)} s, "
-                   f"compute {_num(r.get('compute_seconds'), 3)} s): back under the regression threshold",
-            "step_seconds": _num(r["step_seconds"], 4)}
+    return {"why": f"step time {num(r['step_seconds'], 3)} s (data {num(r.get('data_seconds'), 3)} s, "
+                   f"compute {num(r.get('compute_seconds'), 3)} s): back under the regression threshold",
+            "step_seconds": num(r["step_seconds"], 4)}
 
 
 def collective_back(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
-    """collective_regression: the run's collective time fell back toward its healthy baseline."""
+    """collective_regression: the run's transfer time (collectives less the wait for the slowest rank)
+    fell back toward its healthy baseline."""
     r = rows.iloc[-1]
-    return {"why": f"collective time {_num(r['collective_seconds'], 4)} s, back within the regression threshold "
-                   f"of its healthy baseline", "collective_seconds": _num(r["collective_seconds"], 4)}
+    return {"why": f"transfer time {num(r['transfer_seconds'], 4)} s (collective {num(r['collective_seconds'], 4)} s, "
+                   f"of which {num(r.get('wait_seconds'), 4)} s waiting for the slowest rank), back within the "
+                   f"regression threshold of its healthy baseline",
+            "transfer_seconds": num(r["transfer_seconds"], 4), "collective_seconds": num(r["collective_seconds"], 4)}
 
 
 def latency_back(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
     """serving_latency_slo_breach: every latency quantile is back under the endpoint's objective."""
     r = rows.iloc[-1]
-    return {"why": f"TTFT p99 {_num(r.get('ttft_p99_seconds'), 3)} s, ITL p99 {_num(r.get('itl_p99_seconds'), 4)} s: "
-                   f"back under the SLO", "ttft_p99_seconds": _num(r.get("ttft_p99_seconds"), 4),
-            "itl_p99_seconds": _num(r.get("itl_p99_seconds"), 4)}
+    return {"why": f"TTFT p99 {num(r.get('ttft_p99_seconds'), 3)} s, ITL p99 {num(r.get('itl_p99_seconds'), 4)} s: "
+                   f"back under the SLO", "ttft_p99_seconds": num(r.get("ttft_p99_seconds"), 4),
+            "itl_p99_seconds": num(r.get("itl_p99_seconds"), 4)}
 
 
 def latency_near_baseline(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
     """serving_latency_regression: the latency quantiles are within the sustain ratio of their trailing
     baselines (which a regression lasting longer than the baseline window drags along: SEV3)."""
     r = rows.iloc[-1]
-    return {"why": f"TTFT p99 {_num(r.get('ttft_p99_seconds'), 3)} s vs trailing baseline "
-                   f"{_num(r.get('ttft_p99_baseline'), 3)} s: no quantile clearly above its trailing baseline",
-            "ttft_p99_seconds": _num(r.get("ttft_p99_seconds"), 4), "ttft_p99_baseline": _num(r.get("ttft_p99_baseline"), 4)}
+    return {"why": f"TTFT p99 {num(r.get('ttft_p99_seconds'), 3)} s vs trailing baseline "
+                   f"{num(r.get('ttft_p99_baseline'), 3)} s: no quantile clearly above its trailing baseline",
+            "ttft_p99_seconds": num(r.get("ttft_p99_seconds"), 4), "ttft_p99_baseline": num(r.get("ttft_p99_baseline"), 4)}

@@ -9,11 +9,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from checks.registry import FINDING_COLUMNS
+from checks.toolkit import empty_findings, finding, findings_frame, num
 
-
-def empty_findings() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype="object") for c in FINDING_COLUMNS})
+__all__ = ["busy_not_progressing", "empty_findings"]
 
 
 def busy_not_progressing(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
@@ -49,25 +47,17 @@ def busy_not_progressing(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
         last = g.iloc[-1]
         gpus = sorted(set().union(*g["gpus"]))
         hosts = sorted(set().union(*g["hosts"]))
-        rows.append({
-            "entity_id": run_id,
-            "onset": onset,
-            "detected_at": g["tick"].min(),
-            "last_seen": g["tick"].max(),
-            "run_id": run_id,
-            "rank": None,
-            "hosts": hosts,
-            "gpus": gpus,
-            "value": float(g["stall_seconds"].max()),
-            "baseline": None if pd.isna(last["step_interval_seconds"]) else float(last["step_interval_seconds"]),
-            "threshold": float(g["threshold"].iloc[0]),
-            "evidence": {
-                "last_step": None if pd.isna(last["last_step"]) else int(last["last_step"]),
+        rows.append(finding(
+            entity_id=run_id, onset=onset, detected_at=g["tick"].min(), last_seen=g["tick"].max(),
+            run_id=run_id, hosts=hosts, gpus=gpus,
+            value=g["stall_seconds"].max(), baseline=last["step_interval_seconds"], threshold=g["threshold"].iloc[0],
+            evidence={
+                "last_step": num(last["last_step"], 0),
                 "last_progress": onset.isoformat(),
-                "stall_minutes": round(float(g["stall_seconds"].max()) / 60, 1),
-                "utilization_pct": round(100 * float(g["utilization_mean"].mean()), 1),
-                "step_interval_seconds": None if pd.isna(last["step_interval_seconds"]) else round(float(last["step_interval_seconds"]), 3),
+                "stall_minutes": num(g["stall_seconds"].max() / 60, 1),
+                "utilization_pct": num(100 * g["utilization_mean"].mean(), 1),
+                "step_interval_seconds": num(last["step_interval_seconds"], 3),
                 "gpu_count": len(gpus),
             },
-        })
-    return pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
+        ))
+    return findings_frame(rows)

@@ -16,28 +16,24 @@ import numpy as np
 import pandas as pd
 
 from checks.registry import FINDING_COLUMNS, LINEAGE_COLUMNS
+from checks.toolkit import finding, findings_frame, num, prepare, present, stretch_ids, window_stretches
 
 COLUMNS = (*FINDING_COLUMNS, "model_version", "checkpoint")
 MAX_PROBLEMS = 20
 
 
 def _empty() -> pd.DataFrame:
-    return pd.DataFrame(columns=list(COLUMNS))
-
-
-def _num(value):
-    return None if value is None or (isinstance(value, float) and np.isnan(value)) or pd.isna(value) else value
+    return findings_frame([], COLUMNS)
 
 
 def restart_point(row) -> dict:
     """The run's restart point as the finding's evidence (also filled into the playbook)."""
-    cost = _num(row.get("restart_cost_gpu_hours"))
     return {
-        "last_good_checkpoint": _num(row.get("last_good_checkpoint")) or "none (a restart starts from scratch)",
-        "last_good_step": None if _num(row.get("last_good_step")) is None else int(row["last_good_step"]),
-        "steps_since_last_good": None if _num(row.get("steps_since_last_good")) is None else int(row["steps_since_last_good"]),
-        "restart_cost_gpu_hours": None if cost is None else round(float(cost), 3),
-        "run_gpus": None if _num(row.get("gpus")) is None else int(row["gpus"]),
+        "last_good_checkpoint": present(row.get("last_good_checkpoint")) or "none (a restart starts from scratch)",
+        "last_good_step": num(row.get("last_good_step"), 0),
+        "steps_since_last_good": num(row.get("steps_since_last_good"), 0),
+        "restart_cost_gpu_hours": num(row.get("restart_cost_gpu_hours"), 3),
+        "run_gpus": num(row.get("gpus"), 0),
     }
 
 
@@ -64,13 +60,12 @@ def problems_detector(kinds: tuple[str, ...]) -> Callable[[pd.DataFrame, Mapping
                 "model_versions_text": versions.replace(",", ", ") if versions else "none registered",
                 **restart_point(row),
             }
-            rows.append({
-                "entity_id": row["checkpoint"], "onset": saved, "detected_at": detected, "last_seen": max(tick, detected),
-                "run_id": row["run_id"], "rank": None, "hosts": [], "gpus": [],
-                "value": float(len(mine)), "baseline": 0.0, "threshold": float(thresholds.get("min_problems", 1.0)),
-                "evidence": evidence, "model_version": versions, "checkpoint": row["checkpoint_path"],
-            })
-        return pd.DataFrame(rows, columns=list(COLUMNS)) if rows else _empty()
+            rows.append(finding(
+                entity_id=row["checkpoint"], onset=saved, detected_at=detected, last_seen=max(tick, detected),
+                run_id=row["run_id"], value=len(mine), baseline=0.0, threshold=thresholds.get("min_problems", 1.0),
+                evidence=evidence, model_version=versions, checkpoint=row["checkpoint_path"],
+            ))
+        return findings_frame(rows, COLUMNS)
 
     detect.__name__ = "problems_" + "_".join(kinds)
     return detect
@@ -90,32 +85,30 @@ def checkpoint_overdue(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
     f["seconds_since"] = (pd.to_datetime(f["last_step_at"]) - pd.to_datetime(f["last_saved_at"])).dt.total_seconds()
     f["intervals"] = f["steps_since"] / f["interval_steps"]
     f["overdue"] = (f["intervals"] >= factor) & (f["seconds_since"] >= thresholds["min_overdue_seconds"])
+    f = prepare(f, "run_id", "minute")
+    # one stretch per save that went missing: the overdue minutes since the last save the run still had
+    stretch = stretch_ids(f.assign(_saved=f["run_id"].astype(str) + f["last_saved_at"].astype(str)), f["overdue"],
+                          np.inf, key="_saved", consecutive=False)
     rows = []
-    for run_id, g in f.groupby("run_id", sort=True):
-        g = g.sort_values("minute")
-        # one stretch per save that went missing: key by the last save the run still had
-        for _saved, s in g[g["overdue"]].groupby("last_saved_at", sort=True):
-            if not s["in_window"].any():
-                continue
-            first, last = s.iloc[0], s.iloc[-1]
-            due = pd.Timestamp(first["last_saved_at"]) + pd.Timedelta(seconds=float(first["interval_seconds"] or 0))
-            gpus = None if pd.isna(last["gpus"]) else int(last["gpus"])
-            cost = None if gpus is None else round(gpus * float(last["seconds_since"]) / 3600, 3)
-            rows.append({
-                "entity_id": run_id, "onset": min(due, pd.Timestamp(first["last_step_at"])),
-                "detected_at": pd.Timestamp(first["last_step_at"]), "last_seen": pd.Timestamp(last["last_step_at"]),
-                "run_id": run_id, "rank": None, "hosts": [], "gpus": [],
-                "value": float(last["intervals"]), "baseline": 1.0, "threshold": float(factor),
-                "evidence": {
-                    "last_saved_step": int(last["last_saved_step"]), "last_saved_at": str(last["last_saved_at"]),
-                    "interval_steps": float(last["interval_steps"]), "interval_seconds": float(last["interval_seconds"] or 0),
-                    "steps_since_checkpoint": int(last["steps_since"]), "seconds_since_checkpoint": float(last["seconds_since"]),
-                    "intervals_since_checkpoint": round(float(last["intervals"]), 2),
-                    "restart_cost_gpu_hours": cost, "run_gpus": gpus,
-                },
-                "model_version": None, "checkpoint": None,
-            })
-    return pd.DataFrame(rows, columns=list(COLUMNS)) if rows else _empty()
+    for s, _ in window_stretches(f, f["overdue"], stretch):
+        first, last = s.iloc[0], s.iloc[-1]
+        due = pd.Timestamp(first["last_saved_at"]) + pd.Timedelta(seconds=float(first["interval_seconds"] or 0))
+        gpus = num(last["gpus"], 0)
+        rows.append(finding(
+            entity_id=last["run_id"], onset=min(due, pd.Timestamp(first["last_step_at"])),
+            detected_at=pd.Timestamp(first["last_step_at"]), last_seen=pd.Timestamp(last["last_step_at"]),
+            run_id=last["run_id"], value=last["intervals"], baseline=1.0, threshold=factor,
+            evidence={
+                "last_saved_step": int(last["last_saved_step"]), "last_saved_at": str(last["last_saved_at"]),
+                "interval_steps": float(last["interval_steps"]), "interval_seconds": float(last["interval_seconds"] or 0),
+                "steps_since_checkpoint": int(last["steps_since"]), "seconds_since_checkpoint": float(last["seconds_since"]),
+                "intervals_since_checkpoint": num(last["intervals"], 2),
+                "restart_cost_gpu_hours": None if gpus is None else num(gpus * float(last["seconds_since"]) / 3600, 3),
+                "run_gpus": gpus,
+            },
+            model_version=None, checkpoint=None,
+        ))
+    return findings_frame(rows, COLUMNS)
 
 
 def checkpoint_size_anomaly(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
@@ -123,7 +116,7 @@ def checkpoint_size_anomaly(frame: pd.DataFrame, thresholds: Mapping[str, float]
     (at least `min_predecessors` of them): a shard or the optimizer state not saved, or a changed model."""
     rows = []
     for row in frame.to_dict("records"):
-        base, size = _num(row["baseline_bytes"]), _num(row["checkpoint_bytes"])
+        base, size = present(row["baseline_bytes"]), present(row["checkpoint_bytes"])
         if base is None or size is None or base <= 0 or row["predecessors"] < thresholds["min_predecessors"]:
             continue
         ratio = float(size) / float(base)
@@ -131,21 +124,19 @@ def checkpoint_size_anomaly(frame: pd.DataFrame, thresholds: Mapping[str, float]
             continue
         saved = pd.Timestamp(row["saved_at"])
         versions = row.get("model_versions") if isinstance(row.get("model_versions"), str) else None
-        rows.append({
-            "entity_id": row["checkpoint"], "onset": saved, "detected_at": saved, "last_seen": saved,
-            "run_id": row["run_id"], "rank": None, "hosts": [], "gpus": [],
-            "value": ratio, "baseline": 1.0,
-            "threshold": float(thresholds["min_ratio"] if ratio < 1 else thresholds["max_ratio"]),
-            "evidence": {
+        rows.append(finding(
+            entity_id=row["checkpoint"], onset=saved, detected_at=saved, last_seen=saved, run_id=row["run_id"],
+            value=ratio, baseline=1.0, threshold=thresholds["min_ratio"] if ratio < 1 else thresholds["max_ratio"],
+            evidence={
                 "checkpoint": row["checkpoint"], "path": row["checkpoint_path"], "step": int(row["step"]),
                 "checkpoint_bytes": int(size), "median_predecessor_bytes": float(base),
                 "predecessors": int(row["predecessors"]), "size_ratio": round(ratio, 3),
                 "model_versions": versions.split(",") if versions else [],
                 "model_versions_text": versions.replace(",", ", ") if versions else "none registered",
             },
-            "model_version": versions, "checkpoint": row["checkpoint_path"],
-        })
-    return pd.DataFrame(rows, columns=list(COLUMNS)) if rows else _empty()
+            model_version=versions, checkpoint=row["checkpoint_path"],
+        ))
+    return findings_frame(rows, COLUMNS)
 
 
 assert set(COLUMNS) - set(FINDING_COLUMNS) <= set(LINEAGE_COLUMNS)

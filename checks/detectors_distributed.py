@@ -16,8 +16,20 @@ import numpy as np
 import pandas as pd
 
 from checks import episodes
-from checks.detectors import empty_findings
-from checks.detectors_gpu import MINUTE, _num, active_stretches, findings_frame, mark_stretches, throttle_names
+from checks.detectors_gpu import throttle_names
+from checks.hysteresis import bridge_dips, persisted
+from checks.toolkit import (
+    MAD_TO_SIGMA,
+    MINUTE,
+    active_stretches,
+    empty_findings,
+    finding,
+    findings_frame,
+    mark_stretches,
+    missing,
+    num,
+    prepare,
+)
 
 
 def loo_median(values: pd.Series, groups: list[pd.Series]) -> pd.Series:
@@ -54,30 +66,26 @@ def loo_median(values: pd.Series, groups: list[pd.Series]) -> pd.Series:
 
 def _rank_finding(stretch: pd.DataFrame, active: pd.DataFrame, value: float, baseline, threshold: float,
                   evidence: dict, onset=None) -> dict:
+    """One finding on a rank: named "<run>/rank-<r>", with its host and GPU."""
     first = active.iloc[0]
-    host = None if pd.isna(first.get("host")) else str(first["host"])
-    gpu = f"{host}:{int(first['gpu_index'])}" if host is not None and not pd.isna(first.get("gpu_index")) else None
-    return {
-        "entity_id": f"{first['run_id']}/rank-{int(first['rank'])}",
-        "onset": onset if onset is not None else stretch["tick"].iloc[0] - MINUTE,
-        "detected_at": active["tick"].iloc[0],
-        "last_seen": active["tick"].iloc[-1],
-        "run_id": first["run_id"],
-        "rank": int(first["rank"]),
-        "hosts": [host] if host else [],
-        "gpus": [gpu] if gpu else [],
-        "value": float(value),
-        "baseline": None if baseline is None or pd.isna(baseline) else float(baseline),
-        "threshold": float(threshold),
-        "evidence": {"rank": int(first["rank"]), "host": host, "gpu": gpu, "minutes": int(len(active)), **evidence},
-    }
+    host = None if missing(first.get("host")) else str(first["host"])
+    gpu = f"{host}:{int(first['gpu_index'])}" if host is not None and not missing(first.get("gpu_index")) else None
+    return finding(
+        entity_id=f"{first['run_id']}/rank-{int(first['rank'])}",
+        onset=onset if onset is not None else stretch["tick"].iloc[0] - MINUTE,
+        detected_at=active["tick"].iloc[0], last_seen=active["tick"].iloc[-1],
+        run_id=first["run_id"], rank=int(first["rank"]), hosts=[host] if host else [], gpus=[gpu] if gpu else [],
+        value=value, baseline=baseline, threshold=threshold,
+        evidence={"rank": int(first["rank"]), "host": host, "gpu": gpu, "minutes": int(len(active)), **evidence},
+    )
 
 
-def _sorted(frame: pd.DataFrame, key: str) -> pd.DataFrame:
-    f = frame.copy()
-    if key == "entity_id" and "entity_id" not in f.columns:
-        f["entity_id"] = f["run_id"].astype(str) + "/rank-" + f["rank"].astype(int).astype(str)
-    return f.sort_values([key, "tick"], kind="stable").reset_index(drop=True)
+def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rank frame prepared per rank and tick (toolkit.prepare), with its `entity_id`."""
+    f = frame
+    if "entity_id" not in f.columns:
+        f = f.assign(entity_id=f["run_id"].astype(str) + "/rank-" + f["rank"].astype(int).astype(str))
+    return prepare(f, "entity_id")
 
 
 def gpu_layer(active: pd.DataFrame) -> dict:
@@ -97,13 +105,13 @@ def gpu_layer(active: pd.DataFrame) -> dict:
                + (f", XID {', '.join(map(str, xids))}" if xids else ", no XID"))
     return {
         "gpu_layer": summary,
-        "gpu_temperature_max_celsius": _num(temp, 1),
+        "gpu_temperature_max_celsius": num(temp, 1),
         "gpu_throttle_reasons": "|".join(names) or "none",
-        "gpu_sm_clock_mhz": _num(clock / 1e6, 0),
-        "gpu_sm_clock_baseline_mhz": _num(usual / 1e6, 0),
-        "gpu_clock_drop_pct": _num(drop, 1),
-        "gpu_power_watts": _num(power, 0),
-        "gpu_power_limit_watts": _num(limit, 0),
+        "gpu_sm_clock_mhz": num(clock / 1e6, 0),
+        "gpu_sm_clock_baseline_mhz": num(usual / 1e6, 0),
+        "gpu_clock_drop_pct": num(drop, 1),
+        "gpu_power_watts": num(power, 0),
+        "gpu_power_limit_watts": num(limit, 0),
         "gpu_last_xid": xids[-1] if xids else None,
     }
 
@@ -113,51 +121,71 @@ def _fmt(value, spec: str = ".0f") -> str:
 
 
 def straggler_rank(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
-    """A rank whose compute time is persistently slower than its peers' while they wait for it.
+    """A rank that computes slower than its peers in the same minutes while they wait for it.
 
-    Per minute a rank is scored against the median of its peers (`min_peer_ratio`) and against its
-    own trailing baseline (`min_self_ratio` and `min_self_z` robust z over the MAD, floored at
-    `min_rel_spread` of the baseline); its peers must be waiting for it (their collective time
-    exceeds its own by at least `min_wait_share` of its extra compute). Opened after `min_minutes`
-    such minutes with `min_baseline_minutes` of history; it stays open while the rank stays slower
-    than its peers and they keep waiting (the rank's own baseline adapts to a long fault).
+    Judged against its PEERS (the median of the run's other ranks that minute), not its own history:
+    an imbalance present from the first minute watched is as costly as one that appeared. A minute
+    counts when the rank computes `min_peer_ratio` x its peers' median, the peers wait for it (their
+    collective exceeds its own by `min_wait_share` of its extra compute) and it is one of a few such
+    ranks (under a third of the run), or it slowed down against its own history (`min_baseline_minutes`
+    of it): a job whose ranks split into a fast and a slow group from the start is built that way.
+    Severity and duration trade off by the GPU-time the run loses (every rank waits for the slow one:
+    extra compute x steps x the run's GPUs): an episode opens after `min_minutes` such minutes, or
+    after `min_short_minutes` (never one) of `min_short_steps` steps or more that cost
+    `min_lost_gpu_minutes`. Hysteresis: it stays open while the rank stays `exit_peer_ratio` x its peers with them waiting,
+    and a dip shorter than `clear_minutes` does not end it (the clearing needs as long in step).
     """
     if frame.empty:
         return empty_findings()
-    f = _sorted(frame, "entity_id")
+    f = _prepared(frame)
     by_minute = [f["run_id"], f["minute"]]
-    f["peer_compute"] = loo_median(f["compute_seconds"], by_minute)
+    # a record without the breakdown (per-worker step times only): its step less its data time is its work
+    data = f["data_seconds"].astype(float).fillna(0) if "data_seconds" in f.columns else 0.0
+    f["work"] = f["compute_seconds"].astype(float).fillna(f["step_seconds"].astype(float) - data)
+    f["peer_compute"] = loo_median(f["work"], by_minute)
     f["peer_collective"] = loo_median(f["collective_seconds"], by_minute)
-    f["peer_ratio"] = f["compute_seconds"] / f["peer_compute"]
-    f["self_ratio"] = f["compute_seconds"] / f["compute_seconds_baseline"]
-    spread = np.fmax(1.4826 * f["compute_seconds_mad"].fillna(0), thresholds["min_rel_spread"] * f["compute_seconds_baseline"])
-    f["self_z"] = (f["compute_seconds"] - f["compute_seconds_baseline"]) / spread
-    extra = f["compute_seconds"] - f["peer_compute"]
+    f["peer_ratio"] = f["work"] / f["peer_compute"]
+    f["run_gpus"] = f["work"].notna().groupby(by_minute).transform("sum")
+    extra = f["work"] - f["peer_compute"]
     waited = (f["peer_collective"] - f["collective_seconds"]) >= thresholds["min_wait_share"] * extra
     waiting = waited | f["collective_seconds"].isna() | f["peer_collective"].isna()
-    sustain = f["peer_ratio"].ge(thresholds["min_peer_ratio"]) & waiting & f["steps_completed"].gt(0)
-    entry = (
-        sustain
-        & f["self_ratio"].ge(thresholds["min_self_ratio"])
-        & f["self_z"].ge(thresholds["min_self_z"])
-        & f["baseline_minutes"].ge(thresholds["min_baseline_minutes"])
-    )
-    f = mark_stretches(f, "entity_id", entry, sustain=sustain, min_minutes=thresholds["min_minutes"],
-                       max_gap_minutes=thresholds["max_gap_minutes"])
+    stepping = f["steps_completed"].gt(0)
+    slow = f["peer_ratio"].ge(thresholds["min_peer_ratio"]) & stepping
+    # a straggler is one rank or a few (under a third: the peers' median stays among the healthy); a
+    # larger slow group is a straggler only if it slowed down against its own history (a host that
+    # degraded), else that job is built that way (mixed GPU models, uneven pipeline stages)
+    slow_ranks = slow.groupby(by_minute).transform("sum")
+    few = slow_ranks.le(np.maximum(1, (f["run_gpus"] - 1) // 3))
+    changed = (f["work"].ge(thresholds["min_peer_ratio"] * f["compute_seconds_baseline"])
+               & f["baseline_minutes"].ge(thresholds["min_baseline_minutes"]))
+    entry = slow & waiting & (few | changed)
+    sustain = f["peer_ratio"].ge(thresholds["exit_peer_ratio"]) & waiting & stepping
+    # GPU-minutes the run loses per minute: each step, every GPU waits `extra` for this rank
+    per_minute = np.minimum(f["steps_completed"].fillna(0) * extra.clip(lower=0), 60.0) * f["run_gpus"] / 60.0
+    f["lost_gpu_minutes"] = per_minute.where(entry, 0.0)
+    entered = persisted(f, "entity_id", entry, f["lost_gpu_minutes"], thresholds["min_minutes"],
+                        thresholds["min_short_minutes"], thresholds["min_lost_gpu_minutes"], thresholds["max_gap_minutes"],
+                        support=f["steps_completed"], min_support=thresholds["min_short_steps"])
+    f = mark_stretches(f, "entity_id", entered, sustain=sustain, min_minutes=1, max_gap_minutes=thresholds["max_gap_minutes"])
+    f = bridge_dips(f, "entity_id", thresholds["clear_minutes"], thresholds["max_gap_minutes"])
     rows = []
     for stretch, active in active_stretches(f):
-        entered = active.iloc[0]
         ratio = float(active["peer_ratio"].median())
+        own = stretch["compute_seconds_baseline"].iloc[0] if "compute_seconds_baseline" in stretch else np.nan
+        lost = (np.minimum(active["steps_completed"].fillna(0) * (active["work"] - active["peer_compute"]).clip(lower=0), 60.0)
+                * active["run_gpus"] / 60.0).sum()
         rows.append(_rank_finding(
             stretch, active, value=100 * ratio, baseline=100.0, threshold=100 * thresholds["min_peer_ratio"],
             evidence={
-                "slowdown_pct": _num(100 * (ratio - 1), 1),
-                "compute_seconds": _num(active["compute_seconds"].median(), 4),
-                "peer_compute_seconds": _num(active["peer_compute"].median(), 4),
-                "own_baseline_compute_seconds": _num(entered["compute_seconds_baseline"], 4),
-                "own_change_pct": _num(100 * (active["compute_seconds"].median() / entered["compute_seconds_baseline"] - 1), 1),
-                "collective_seconds": _num(active["collective_seconds"].median(), 4),
-                "peer_collective_seconds": _num(active["peer_collective"].median(), 4),
+                "slowdown_pct": num(100 * (ratio - 1), 1),
+                "compute_seconds": num(active["work"].median(), 4),
+                "peer_compute_seconds": num(active["peer_compute"].median(), 4),
+                "own_baseline_compute_seconds": num(own, 4),
+                "own_change_pct": num(100 * (active["work"].median() / own - 1), 1),
+                "collective_seconds": num(active["collective_seconds"].median(), 4),
+                "peer_collective_seconds": num(active["peer_collective"].median(), 4),
+                "run_gpus": int(active["run_gpus"].max()),
+                "gpu_minutes_lost": num(lost, 1),
                 **gpu_layer(active),
             },
         ))
@@ -165,64 +193,75 @@ def straggler_rank(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.D
 
 
 def collective_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
-    """A run whose collective time (median over its ranks) rises persistently above its trailing
-    baseline while compute stays flat and no rank is a compute outlier.
+    """A run whose communication time rises persistently above its trailing baseline: the network or
+    the NCCL path degraded, on every host or on one.
 
-    A straggler also lengthens its peers' collectives, but it shows as one rank computing longer
-    (`compute_outlier_ratio` = slowest rank / median rank); a network regression raises every
-    rank's collective with no compute outlier. Opened after `min_minutes` minutes at `min_rise` x
-    the baseline and a robust z of `min_z`; it stays open while the collective stays `min_rise`
-    above the lowest baseline seen in the lookback (the trailing baseline drifts up with the fault).
+    The statistic is the transfer time (`sql/detect/collective_regression.sql`): each rank's collective
+    minus its wait for the last rank to arrive, the median per host, the slowest host per run. A
+    straggler lengthens its peers' collectives by exactly that wait, so it neither raises the statistic
+    nor drags its baseline up, and a network slowdown during a straggler still shows; compute is
+    evidence, not a condition (a compute change is its own signal). Opened after `min_minutes` minutes
+    at `min_rise` x the baseline and a robust z of `min_z`; it stays open while the transfer time stays
+    `min_rise` above the lowest baseline seen in the lookback (the trailing baseline drifts up with the
+    fault). Names the slowest host(s) when the others stayed at their baseline, else every host.
     """
     if frame.empty:
         return empty_findings()
-    f = _sorted(frame, "run_id")
-    spread = np.fmax(1.4826 * f["collective_seconds_mad"].fillna(0), thresholds["min_rel_spread"] * f["collective_seconds_baseline"])
-    f["rise"] = f["collective_seconds"] / f["collective_seconds_baseline"]
-    f["z"] = (f["collective_seconds"] - f["collective_seconds_baseline"]) / spread
-    compute_change = (f["compute_seconds"] / f["compute_seconds_baseline"] - 1).abs()
-    clean = compute_change.le(thresholds["max_compute_change"]) & ~f["compute_outlier_ratio"].gt(thresholds["max_compute_outlier"])
-    entry = (
-        clean & f["rise"].ge(thresholds["min_rise"]) & f["z"].ge(thresholds["min_z"])
-        & f["baseline_minutes"].ge(thresholds["min_baseline_minutes"])
-    )
+    f = prepare(frame, "run_id")
+    base = f["transfer_seconds_baseline"]
+    spread = np.fmax(MAD_TO_SIGMA * f["transfer_seconds_mad"].fillna(0), thresholds["min_rel_spread"] * base)
+    f["rise"] = f["transfer_seconds"] / base
+    f["z"] = (f["transfer_seconds"] - base) / spread
+    entry = (f["rise"].ge(thresholds["min_rise"]) & f["z"].ge(thresholds["min_z"])
+             & f["baseline_minutes"].ge(thresholds["min_baseline_minutes"]))
     # the lowest baseline since the lookback began, or the healthy one a carried episode opened with
-    floor = episodes.held_reference(f, f["collective_baseline_floor"])
-    f["reference"] = episodes.held_reference(f, f["collective_seconds_baseline"])
-    sustain = clean & (f["collective_seconds"] >= thresholds["min_rise"] * floor)
+    floor = episodes.held_reference(f, f["transfer_baseline_floor"])
+    f["reference"] = episodes.held_reference(f, base)
+    sustain = f["transfer_seconds"] >= thresholds["min_rise"] * floor
     f = mark_stretches(f, "run_id", entry, sustain=sustain, min_minutes=thresholds["min_minutes"],
                        max_gap_minutes=thresholds["max_gap_minutes"])
     rows = []
     for stretch, active in active_stretches(f):
         entered = active.iloc[0]
         usual = float(entered["reference"])
-        value = float(active["collective_seconds"].median())
-        rows.append({
-            "entity_id": entered["run_id"],
-            "onset": stretch["tick"].iloc[0] - MINUTE,
-            "detected_at": active["tick"].iloc[0],
-            "last_seen": active["tick"].iloc[-1],
-            "run_id": entered["run_id"],
-            "rank": None,
-            "hosts": sorted(set().union(*[set(h) for h in active["hosts"] if h is not None])) if "hosts" in active else [],
-            "gpus": sorted(set().union(*[set(g) for g in active["gpus"] if g is not None])) if "gpus" in active else [],
-            "value": 100 * value / usual,
-            "baseline": 100.0,
-            "threshold": 100 * thresholds["min_rise"],
-            "evidence": {
-                "collective_seconds": _num(value, 4),
-                "collective_baseline_seconds": _num(usual, 4),
+        value = float(active["transfer_seconds"].median())
+        hosts, gpus = _degraded(active, thresholds["min_rise"] * usual)
+        rows.append(finding(
+            entity_id=entered["run_id"], onset=stretch["tick"].iloc[0] - MINUTE, detected_at=active["tick"].iloc[0],
+            last_seen=active["tick"].iloc[-1], run_id=entered["run_id"], hosts=hosts, gpus=gpus,
+            value=100 * value / usual, baseline=100.0, threshold=100 * thresholds["min_rise"],
+            evidence={
+                "transfer_seconds": num(value, 4),
+                "transfer_baseline_seconds": num(usual, 4),
                 "held_reference": usual,
-                "rise_pct": _num(100 * (value / usual - 1), 1),
-                "z": _num(active["z"].median(), 1),
-                "compute_seconds": _num(active["compute_seconds"].median(), 4),
-                "compute_baseline_seconds": _num(entered["compute_seconds_baseline"], 4),
-                "compute_outlier_ratio": _num(active["compute_outlier_ratio"].max(), 3),
+                "rise_pct": num(100 * (value / usual - 1), 1),
+                "z": num(active["z"].median(), 1),
+                "collective_seconds": num(active["collective_seconds"].median(), 4),
+                "wait_seconds": num(active["wait_seconds"].median(), 4),
+                "compute_seconds": num(active["compute_seconds"].median(), 4),
+                "compute_baseline_seconds": num(entered["compute_seconds_baseline"], 4),
+                "compute_outlier_ratio": num(active["compute_outlier_ratio"].max(), 3),
+                "scope": "every host" if hosts == _all(active, "hosts") else f"host {', '.join(hosts)}",
                 "ranks_reporting": int(active["ranks_reporting"].max()),
                 "minutes": int(len(active)),
             },
-        })
+        ))
     return findings_frame(rows)
+
+
+def _all(active: pd.DataFrame, column: str) -> list[str]:
+    return sorted(set().union(*[set(v) for v in active[column] if v is not None])) if column in active else []
+
+
+def _degraded(active: pd.DataFrame, limit: float) -> tuple[list[str], list[str]]:
+    """The hosts (and their GPUs of the run) a regression speaks of: every host when even the fastest
+    host's transfer time rose past `limit` in most flagged minutes, else the slowest host(s)."""
+    hosts, gpus = _all(active, "hosts"), _all(active, "gpus")
+    if "fastest_host_transfer_seconds" not in active or active["fastest_host_transfer_seconds"].ge(limit).mean() >= 0.5:
+        return hosts, gpus
+    share = active["slowest_host"].dropna().astype(str).value_counts(normalize=True)
+    slow = sorted(set(share[share >= 0.25].index) & set(hosts))
+    return (slow, [g for g in gpus if g.rpartition(":")[0] in slow]) if slow else (hosts, gpus)
 
 
 def rank_dropout(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
@@ -237,7 +276,7 @@ def rank_dropout(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Dat
     """
     if frame.empty:
         return empty_findings()
-    f = _sorted(frame, "entity_id")
+    f = _prepared(frame)
     limit = np.fmax(thresholds["min_silence_seconds"], thresholds["silence_factor"] * f["step_interval_seconds"].fillna(0))
     silence = (f["tick"] - f["last_step_time"]).dt.total_seconds()
     run_silence = (f["tick"] - f["run_last_step_time"]).dt.total_seconds()
@@ -263,11 +302,11 @@ def rank_dropout(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Dat
             threshold=float(active["limit_seconds"].iloc[0]), onset=active["last_step_time"].iloc[0],
             evidence={
                 "last_step_time": pd.Timestamp(active["last_step_time"].iloc[0]).isoformat(),
-                "silent_minutes": _num(active["silence_seconds"].max() / 60, 1),
+                "silent_minutes": num(active["silence_seconds"].max() / 60, 1),
                 "peers_progressing": bool(peers_go_on[active.index].any()),
                 "peer_gpus_held": int(active["gpus_held"].max() - active["gpu_held"].fillna(False).astype(int).min()),
                 "gpu_state": gpu_state,
-                "gpu_utilization_pct": _num(100 * active["gpu_utilization"].mean(), 1),
+                "gpu_utilization_pct": num(100 * active["gpu_utilization"].mean(), 1),
                 "gpu_last_xid": int(xid.iloc[-1]) if not xid.empty else None,
             },
         ))
@@ -281,7 +320,7 @@ def gradient_skew(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Da
     its peers (its usual ratio adapts to a long skew)."""
     if frame.empty:
         return empty_findings()
-    f = _sorted(frame, "entity_id")
+    f = _prepared(frame)
     finite = f["grad_norm"].where(np.isfinite(f["grad_norm"].astype(float)))
     by_minute = [f["run_id"], f["minute"]]
     f["peer_grad_norm_loo"] = loo_median(finite, by_minute)
@@ -301,10 +340,10 @@ def gradient_skew(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Da
             stretch, active, value=100 * ratio, baseline=100 * float(active["grad_norm_ratio_baseline"].iloc[0]),
             threshold=100 * thresholds["min_ratio"],
             evidence={
-                "grad_norm": _num(active["grad_norm"].median(), 4),
-                "peer_grad_norm": _num(active["peer_grad_norm_loo"].median(), 4),
-                "ratio_to_peers": _num(ratio, 3),
-                "usual_ratio": _num(active["grad_norm_ratio_baseline"].iloc[0], 3),
+                "grad_norm": num(active["grad_norm"].median(), 4),
+                "peer_grad_norm": num(active["peer_grad_norm_loo"].median(), 4),
+                "ratio_to_peers": num(ratio, 3),
+                "usual_ratio": num(active["grad_norm_ratio_baseline"].iloc[0], 3),
                 "direction": "higher" if ratio > 1 else "lower",
                 "peers": int(active["peers"].max()),
             },

@@ -1,4 +1,4 @@
-"""Detectors of the GPU-hardware signals (and the stretch helpers the distributed ones share).
+"""Detectors of the GPU-hardware signals.
 
 Each takes its signal's per-GPU (or per-run) per-minute frame from `sql/detect/<signal>.sql` and
 returns findings in `registry.FINDING_COLUMNS`. Frames carry a lookback before the partition, marked
@@ -16,11 +16,17 @@ import numpy as np
 import pandas as pd
 import pynvml
 
-from checks import episodes
-from checks.detectors import empty_findings
-from checks.registry import FINDING_COLUMNS
-
-MINUTE = pd.Timedelta(minutes=1)
+from checks.toolkit import (
+    MINUTE,
+    active_stretches,
+    empty_findings,
+    finding,
+    findings_frame,
+    mark_stretches,
+    num,
+    timestamp,
+    with_gpu_id,
+)
 
 # NVML clock-event ("throttle") reason bits, named as nvidia-smi names them.
 THROTTLE_BITS = {
@@ -51,82 +57,17 @@ def throttle_names(mask) -> list[str]:
     return [name for bit, name in sorted(THROTTLE_BITS.items()) if mask & bit]
 
 
-def mark_stretches(f: pd.DataFrame, key: str, entry: pd.Series, sustain: pd.Series | None = None,
-                   min_minutes: float = 1, max_gap_minutes: float = 1) -> pd.DataFrame:
-    """Mark contiguous flagged stretches per entity, with persistence and hysteresis.
-
-    `f` must be sorted by (`key`, tick) with at most one row per entity and minute. A stretch opens
-    once `entry` has held for `min_minutes` consecutive rows and stays open while `sustain` (a
-    looser condition, e.g. one that does not lean on a baseline the fault itself drags along) keeps
-    holding. Rows more than `max_gap_minutes` apart are not consecutive (a rank's series has no rows
-    in minutes without a step, e.g. during an evaluation pause). An episode carried in open from the
-    previous partition (`episode_last_seen`, checks/episodes.py) counts as entered at its last flagged
-    tick: it goes on while `sustain` holds, however long ago `entry` was true. Adds `_stretch` (an id
-    per run of sustain rows) and `_active` (flagged).
-    """
-    entry = entry.fillna(False).astype(bool)
-    sustain = entry if sustain is None else (sustain.fillna(False).astype(bool) | entry)
-    same = f[key].eq(f[key].shift()) & (f["tick"] - f["tick"].shift()).le(max_gap_minutes * MINUTE)
-    entry_run = (entry & ~(entry.shift(fill_value=False) & same)).cumsum()
-    entered = entry & (entry.astype(int).groupby(entry_run).cumsum() >= min_minutes)
-    entered = entered | episodes.seed(f, sustain)
-    stretch = (sustain & ~(sustain.shift(fill_value=False) & same)).cumsum()
-    active = sustain & entered.groupby(stretch).cummax()
-    return f.assign(_stretch=stretch.where(sustain, -1).to_numpy(), _active=active.to_numpy())
-
-
-def active_stretches(f: pd.DataFrame):
-    """(stretch rows, active rows) per stretch that is flagged and reaches into the partition."""
-    hits = f[f["_active"]]
-    if hits.empty:
-        return
-    in_window = hits["in_window"] if "in_window" in hits.columns else pd.Series(True, index=hits.index)
-    keep = in_window.astype(bool).groupby(hits["_stretch"]).transform("any")
-    hits = hits[keep.astype(bool)]
-    stretches = dict(tuple(f[f["_stretch"].isin(hits["_stretch"].unique())].groupby("_stretch", sort=True)))
-    for sid, active in hits.groupby("_stretch", sort=True):
-        yield stretches[sid], active
-
-
-def findings_frame(rows: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=list(FINDING_COLUMNS)) if rows else empty_findings()
-
-
-def _num(value, digits: int = 2):
-    if value is None or pd.isna(value):
-        return None
-    return round(float(value), digits) if digits else int(round(float(value)))
-
-
-def _gpu_id(row) -> str:
-    return f"{row['host']}:{int(row['gpu_index'])}"
-
-
-def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
-    f = frame.copy()
-    f["entity_id"] = f["host"].astype(str) + ":" + f["gpu_index"].astype(int).astype(str)
-    return f.sort_values(["entity_id", "tick"], kind="stable").reset_index(drop=True)
-
-
 def _gpu_finding(stretch: pd.DataFrame, active: pd.DataFrame, value: float, baseline, threshold: float,
                  evidence: dict, onset=None) -> dict:
     first = active.iloc[0]
     runs = sorted(set(active["run_id"].dropna()))
-    return {
-        "entity_id": first["entity_id"],
-        "onset": onset if onset is not None else stretch["tick"].iloc[0] - MINUTE,
-        "detected_at": active["tick"].iloc[0],
-        "last_seen": active["tick"].iloc[-1],
-        "run_id": runs[-1] if runs else None,
-        "rank": None,
-        "hosts": [str(first["host"])],
-        "gpus": [first["entity_id"]],
-        "value": float(value),
-        "baseline": None if baseline is None or pd.isna(baseline) else float(baseline),
-        "threshold": float(threshold),
-        "evidence": {"gpu": first["entity_id"], "gpu_uuid": first.get("gpu_uuid"), "runs": ", ".join(runs) or "none",
-                     "minutes": int(len(active)), **evidence},
-    }
+    return finding(
+        entity_id=first["entity_id"], onset=onset if onset is not None else stretch["tick"].iloc[0] - MINUTE,
+        detected_at=active["tick"].iloc[0], last_seen=active["tick"].iloc[-1], run_id=runs[-1] if runs else None,
+        hosts=[str(first["host"])], gpus=[first["entity_id"]], value=value, baseline=baseline, threshold=threshold,
+        evidence={"gpu": first["entity_id"], "gpu_uuid": first.get("gpu_uuid"), "runs": ", ".join(runs) or "none",
+                  "minutes": int(len(active)), **evidence},
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -138,7 +79,7 @@ def _xid_detector(fatal: bool) -> Callable[[pd.DataFrame, Mapping[str, float]], 
     def detect(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
         if frame.empty:
             return empty_findings()
-        f = _prepared(frame)
+        f = with_gpu_id(frame)
         is_fatal = f["event_xid"].isin(FATAL_XIDS)
         entry = f["xid_increase"].fillna(0).ge(thresholds["min_xid_increase"]) & (is_fatal if fatal else ~is_fatal)
         f = mark_stretches(f, "entity_id", entry)
@@ -180,7 +121,7 @@ def gpu_ecc_error(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Da
     that (SEV1) signal rather than raising a second incident about the same memory."""
     if frame.empty:
         return empty_findings()
-    f = _prepared(frame)
+    f = with_gpu_id(frame)
     entry = (
         f["uncorrected_increase"].fillna(0).ge(thresholds["min_uncorrected_increase"])
         | f["remapped_uncorrectable_increase"].fillna(0).gt(0)
@@ -213,7 +154,7 @@ def gpu_row_remap_failure(frame: pd.DataFrame, thresholds: Mapping[str, float]) 
     drained, reset or swapped."""
     if frame.empty:
         return empty_findings()
-    f = _prepared(frame)
+    f = with_gpu_id(frame)
     f = mark_stretches(f, "entity_id", f["row_remap_failure"].fillna(False).astype(bool), min_minutes=thresholds["min_minutes"])
     rows = []
     for stretch, active in active_stretches(f):
@@ -221,7 +162,7 @@ def gpu_row_remap_failure(frame: pd.DataFrame, thresholds: Mapping[str, float]) 
             stretch, active, value=len(active), baseline=0.0, threshold=thresholds["min_minutes"],
             onset=stretch["failure_since"].min() if stretch["failure_since"].notna().any() else None,
             evidence={
-                "failing_since": _ts(stretch["failure_since"].min()),
+                "failing_since": timestamp(stretch["failure_since"].min()),
                 "ecc_uncorrected_errors_total": None if pd.isna(active["ecc_uncorrected_errors_total"].max())
                 else int(active["ecc_uncorrected_errors_total"].max()),
                 "remapped_rows_uncorrectable_total": None if pd.isna(active["remapped_rows_uncorrectable_total"].max())
@@ -229,10 +170,6 @@ def gpu_row_remap_failure(frame: pd.DataFrame, thresholds: Mapping[str, float]) 
             },
         ))
     return findings_frame(rows)
-
-
-def _ts(value) -> str | None:
-    return None if value is None or pd.isna(value) else pd.Timestamp(value).isoformat()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -243,7 +180,7 @@ def _ts(value) -> str | None:
 def _throttle(frame: pd.DataFrame, thresholds: Mapping[str, float], bits: int, hot: bool) -> pd.DataFrame:
     if frame.empty:
         return empty_findings()
-    f = _prepared(frame)
+    f = with_gpu_id(frame)
     mask = f["throttle_reasons"].fillna(0).astype(np.int64)
     reason = (mask & bits) != 0
     if hot:   # exporters without reason bits: a very hot GPU still counts
@@ -272,13 +209,13 @@ def _throttle(frame: pd.DataFrame, thresholds: Mapping[str, float], bits: int, h
             stretch, active, value=drop_pct, baseline=usual, threshold=100 * thresholds["min_clock_drop"],
             evidence={
                 "throttle_reasons": "|".join(throttle_names(combined)) or "none reported",
-                "temperature_max_celsius": _num(active["temperature_celsius"].max(), 1),
-                "sm_clock_mhz": _num(clock / 1e6, 0),
-                "sm_clock_baseline_mhz": _num(usual / 1e6, 0),
-                "clock_drop_pct": _num(drop_pct, 1),
-                "power_watts": _num(active["power_watts"].median(), 0),
-                "power_limit_watts": _num(active["power_limit_watts"].max(), 0),
-                "utilization_pct": _num(100 * active["utilization_ratio"].mean(), 1),
+                "temperature_max_celsius": num(active["temperature_celsius"].max(), 1),
+                "sm_clock_mhz": num(clock / 1e6, 0),
+                "sm_clock_baseline_mhz": num(usual / 1e6, 0),
+                "clock_drop_pct": num(drop_pct, 1),
+                "power_watts": num(active["power_watts"].median(), 0),
+                "power_limit_watts": num(active["power_limit_watts"].max(), 0),
+                "utilization_pct": num(100 * active["utilization_ratio"].mean(), 1),
             },
         ))
     return findings_frame(rows)
@@ -310,7 +247,7 @@ def gpu_idle_allocated(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
     together, and startup keeps them all low, so they do not qualify."""
     if frame.empty:
         return empty_findings()
-    f = _prepared(frame)
+    f = with_gpu_id(frame)
     idle = f["run_id"].notna() & f["utilization_ratio"].le(thresholds["max_utilization"])
     entry = idle & f["others_utilization"].ge(thresholds["min_others_utilization"]) & f["other_gpus"].ge(1)
     # Once open it lasts while the GPU stays idle: a checkpoint save idles the others for a minute.
@@ -322,11 +259,11 @@ def gpu_idle_allocated(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
             baseline=100 * active["others_utilization"].mean(), threshold=100 * thresholds["max_utilization"],
             evidence={
                 "idle_minutes": int(len(stretch)),
-                "utilization_pct": _num(100 * active["utilization_ratio"].mean(), 1),
-                "others_utilization_pct": _num(100 * active["others_utilization"].mean(), 1),
+                "utilization_pct": num(100 * active["utilization_ratio"].mean(), 1),
+                "others_utilization_pct": num(100 * active["others_utilization"].mean(), 1),
                 "other_gpus": int(active["other_gpus"].max()),
-                "memory_used_gib": _num(active["memory_used_bytes"].max() / 2**30, 1),
-                "power_watts": _num(active["power_watts"].median(), 0),
+                "memory_used_gib": num(active["memory_used_bytes"].max() / 2**30, 1),
+                "power_watts": num(active["power_watts"].median(), 0),
             },
         ))
     return findings_frame(rows)
@@ -373,25 +310,17 @@ def gpu_busy_low_power(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
         run_id = active["run_id"].iloc[0]
         mine = spin[(spin["run_id"] == run_id) & spin["tick"].between(active["tick"].iloc[0], active["tick"].iloc[-1])]
         gpus = sorted(set(mine["gpu"]))
-        rows.append({
-            "entity_id": run_id,
-            "onset": stretch["tick"].iloc[0] - MINUTE,
-            "detected_at": active["tick"].iloc[0],
-            "last_seen": active["tick"].iloc[-1],
-            "run_id": run_id,
-            "rank": None,
-            "hosts": sorted(set(mine["host"].astype(str))),
-            "gpus": gpus,
-            "value": float(100 * active["power_ratio"].mean()),
-            "baseline": None,
-            "threshold": float(100 * thresholds["max_power_ratio"]),
-            "evidence": {
+        rows.append(finding(
+            entity_id=run_id, onset=stretch["tick"].iloc[0] - MINUTE, detected_at=active["tick"].iloc[0],
+            last_seen=active["tick"].iloc[-1], run_id=run_id, hosts=sorted(set(mine["host"].astype(str))), gpus=gpus,
+            value=100 * active["power_ratio"].mean(), baseline=None, threshold=100 * thresholds["max_power_ratio"],
+            evidence={
                 "spinning_gpus": len(gpus),
                 "gpus_held": int(active["gpus_held"].max()),
                 "minutes": int(len(active)),
-                "utilization_pct": _num(100 * active["utilization"].mean(), 1),
-                "power_pct_of_limit": _num(100 * active["power_ratio"].mean(), 1),
-                "tensor_active_pct": _num(100 * active["tensor"].mean(), 1),
+                "utilization_pct": num(100 * active["utilization"].mean(), 1),
+                "power_pct_of_limit": num(100 * active["power_ratio"].mean(), 1),
+                "tensor_active_pct": num(100 * active["tensor"].mean(), 1),
             },
-        })
+        ))
     return findings_frame(rows)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from checks.detectors import empty_findings
-from checks.training_frames import _counter_increase, _jitter, _num, _prepare, _prev, _report, _rolling, _rows_rolling, _stretches, _window
+from checks.toolkit import counter_increase, jitter, num, prepare, previous, rolling, rows_rolling, run_findings, stretch_ids, window_text
 
 # --------------------------------------------------------------------------------------------- #
 # Non-finite loss
@@ -28,14 +28,14 @@ def non_finite_loss(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.
     """
     if frame.empty:
         return empty_findings()
-    f = _prepare(frame)
+    f = prepare(frame, "run_id", "minute")
     ranks = pd.to_numeric(f["ranks_reporting"], errors="coerce").fillna(1.0).clip(lower=1.0)
     f["nonfinite_losses"] = pd.to_numeric(f["nonfinite_losses"], errors="coerce").fillna(0.0)
     nonfinite_steps = f["nonfinite_losses"] / ranks
-    nan_increase = _counter_increase(f, "nan_iterations_total") if "nan_iterations_total" in f else 0.0
+    nan_increase = counter_increase(f, "nan_iterations_total") if "nan_iterations_total" in f else 0.0
     f["nonfinite_steps"] = np.fmax(nonfinite_steps, nan_increase)
     flagged = f["nonfinite_steps"] > 0
-    stretch = _stretches(f, flagged, thresholds["bridge_minutes"], consecutive=False)
+    stretch = stretch_ids(f, flagged, thresholds["bridge_minutes"], consecutive=False)
     so_far = f["nonfinite_steps"].where(stretch.notna()).groupby(stretch).cumsum()
     qualified = so_far >= thresholds["min_nonfinite_steps"]
 
@@ -52,16 +52,16 @@ def non_finite_loss(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.
                 "nonfinite_records": int(span["nonfinite_losses"].fillna(0).sum()),
                 "steps_in_window": int(steps),
                 "nonfinite_share_pct": round(100.0 * bad / steps, 1) if steps else None,
-                "nan_iterations_total": _num(span["nan_iterations_total"].max(), 0) if "nan_iterations_total" in span else None,
-                "last_finite_loss": _num(finite.iloc[-1]) if not finite.empty else None,
+                "nan_iterations_total": num(span["nan_iterations_total"].max(), 0) if "nan_iterations_total" in span else None,
+                "last_finite_loss": num(finite.iloc[-1], 4) if not finite.empty else None,
                 "first_nonfinite": f"{span['minute'].min():%Y-%m-%d %H:%M} UTC",
-                "last_step": _num(span["last_step"].max(), 0),
+                "last_step": num(span["last_step"].max(), 0),
                 "baseline_note": "a healthy run logs no non-finite loss",
-                "window": _window(span),
+                "window": window_text(span),
             },
         }
 
-    return _report(f, qualified, stretch, build)
+    return run_findings(f, qualified, stretch, build)
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -82,14 +82,14 @@ def loss_excursion(frame: pd.DataFrame, ref_minutes: float, min_rise_ratio: floa
     `min_history_minutes` observed minutes. Shared by the spike, divergence, plateau and
     grad-norm detectors so they agree on what "the loss is up" means.
     """
-    f = _prepare(frame, "loss")
+    f = prepare(frame, "run_id", "minute", "loss")
     f = f[f["loss"] > 0].reset_index(drop=True)
     y = np.log(f["loss"].astype(float))
-    smooth = _rows_rolling(f, y, 5, "median")
+    smooth = rows_rolling(f, y, 5, "median")
     f["log_loss"] = y
-    f["ref"] = _rolling(f, smooth, ref_minutes, "min")
-    f["history"] = _rolling(f, y, ref_minutes, "count").fillna(0)
-    f["noise"] = _jitter(f, y, ref_minutes)
+    f["ref"] = rolling(f, smooth, ref_minutes, "min")
+    f["history"] = rolling(f, y, ref_minutes, "count").fillna(0)
+    f["noise"] = jitter(f, y, ref_minutes)
     f["excess"] = y - f["ref"]
     f["rise_threshold"] = np.fmax(np.log1p(min_rise_ratio), z * f["noise"].fillna(0.0))
     f["elevated"] = (f["excess"] >= f["rise_threshold"]) & (f["history"] >= min_history_minutes)
@@ -105,7 +105,7 @@ def _excursions(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> tuple[p
     """Excursion frame plus per-stretch shape: minutes elevated so far, the peak so far, and
     whether the stretch has recovered (fallen `recovery_fraction` below its peak)."""
     f = _loss_excursion(frame, thresholds)
-    stretch = _stretches(f, f["elevated"], thresholds["bridge_minutes"])
+    stretch = stretch_ids(f, f["elevated"], thresholds["bridge_minutes"])
     in_s = stretch.notna()
     # 3-minute median within the stretch only, so pre-stretch minutes never lower it
     smoothed = pd.Series(np.nan, index=f.index)
@@ -127,20 +127,20 @@ def _excursion_facts(span: pd.DataFrame, hits: pd.DataFrame, thresholds: Mapping
         "baseline": baseline,
         "threshold": float(np.expm1(first["rise_threshold"])),
         "evidence": {
-            "loss": _num(hits["loss"].iloc[-1]),
-            "loss_peak": _num(span["loss"].max()),
-            "loss_baseline": _num(baseline),
+            "loss": num(hits["loss"].iloc[-1], 4),
+            "loss_peak": num(span["loss"].max(), 4),
+            "loss_baseline": num(baseline, 4),
             "rise_pct": round(100.0 * value, 1),
             "peak_rise_pct": round(100.0 * float(np.expm1(span["excess"].max())), 1),
             "threshold_pct": round(100.0 * float(np.expm1(first["rise_threshold"])), 1),
             "noise_pct": round(100.0 * float(first["noise"]), 2) if pd.notna(first["noise"]) else None,
             "minutes_elevated": int(span["elevated"].sum()),
             "baseline_window_minutes": int(thresholds["ref_minutes"]),
-            "first_step": _num(span["last_step"].min(), 0),
-            "last_step": _num(hits["last_step"].max(), 0),
-            "grad_norm": _num(hits["grad_norm"].iloc[-1]) if "grad_norm" in hits else None,
-            "learning_rate": _num(hits["learning_rate"].iloc[-1], 8) if "learning_rate" in hits else None,
-            "window": _window(span),
+            "first_step": num(span["last_step"].min(), 0),
+            "last_step": num(hits["last_step"].max(), 0),
+            "grad_norm": num(hits["grad_norm"].iloc[-1], 4) if "grad_norm" in hits else None,
+            "learning_rate": num(hits["learning_rate"].iloc[-1], 8) if "learning_rate" in hits else None,
+            "window": window_text(span),
         },
     }
 
@@ -173,7 +173,7 @@ def loss_spike(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataF
         facts["evidence"]["recovery_fraction"] = thresholds["recovery_fraction"]
         return facts
 
-    return _report(f, qualified, ext, build)
+    return run_findings(f, qualified, ext, build)
 
 
 def loss_divergence(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
@@ -195,7 +195,7 @@ def loss_divergence(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.
         facts["evidence"]["divergence_minutes"] = int(thresholds["divergence_minutes"])
         return facts
 
-    return _report(f, f["diverging"], stretch, build)
+    return run_findings(f, f["diverging"], stretch, build)
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -241,7 +241,7 @@ def loss_plateau(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Dat
     # fast settling after an LR drop, would make the fit over-predict).
     lr = np.log(f["learning_rate"].astype(float).where(f["learning_rate"] > 0))
     new_run = f["run_id"].ne(f["run_id"].shift())
-    lr_step = (_prev(f, lr) - lr) > np.log1p(thresholds["lr_step_ratio"])   # drops (a warm-up only rises)
+    lr_step = (previous(f, lr) - lr) > np.log1p(thresholds["lr_step_ratio"])   # drops (a warm-up only rises)
     # A loss step down (far below its recent best, as after an LR drop the run does not report)
     # is a new regime too.
     lr_step |= f["excess"] <= -f["rise_threshold"]
@@ -255,15 +255,15 @@ def loss_plateau(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Dat
     xf, yf = x.where(usable), y.where(usable)
     win = thresholds["fit_minutes"]
     sums = pd.DataFrame({
-        "n": _rolling(f, xf, win, "count", closed="right", by=regime),
-        "sx": _rolling(f, xf, win, "sum", closed="right", by=regime),
-        "sy": _rolling(f, yf, win, "sum", closed="right", by=regime),
-        "sxx": _rolling(f, xf * xf, win, "sum", closed="right", by=regime),
-        "sxy": _rolling(f, xf * yf, win, "sum", closed="right", by=regime),
-        "syy": _rolling(f, yf * yf, win, "sum", closed="right", by=regime),
-        "sx3": _rolling(f, xf**3, win, "sum", closed="right", by=regime),
-        "sx4": _rolling(f, xf**4, win, "sum", closed="right", by=regime),
-        "sxxy": _rolling(f, xf * xf * yf, win, "sum", closed="right", by=regime),
+        "n": rolling(f, xf, win, "count", closed="right", by=regime),
+        "sx": rolling(f, xf, win, "sum", closed="right", by=regime),
+        "sy": rolling(f, yf, win, "sum", closed="right", by=regime),
+        "sxx": rolling(f, xf * xf, win, "sum", closed="right", by=regime),
+        "sxy": rolling(f, xf * yf, win, "sum", closed="right", by=regime),
+        "syy": rolling(f, yf * yf, win, "sum", closed="right", by=regime),
+        "sx3": rolling(f, xf**3, win, "sum", closed="right", by=regime),
+        "sx4": rolling(f, xf**4, win, "sum", closed="right", by=regime),
+        "sxxy": rolling(f, xf * xf * yf, win, "sum", closed="right", by=regime),
     })
     quad = _quadratic(sums)
     vxx = sums["sxx"] - sums["sx"] ** 2 / sums["n"]
@@ -277,9 +277,9 @@ def loss_plateau(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Dat
     })
     blocks = pd.DataFrame({
         "run_id": f["run_id"], "minute": f["minute"],
-        "xbar": _rolling(f, x, thresholds["block_minutes"], "mean", closed="right"),
-        "ybar": _rolling(f, y, thresholds["block_minutes"], "mean", closed="right"),
-        "block_n": _rolling(f, y, thresholds["block_minutes"], "count", closed="right"),
+        "xbar": rolling(f, x, thresholds["block_minutes"], "mean", closed="right"),
+        "ybar": rolling(f, y, thresholds["block_minutes"], "mean", closed="right"),
+        "block_n": rolling(f, y, thresholds["block_minutes"], "count", closed="right"),
     })
     earlier = blocks.assign(minute=blocks["minute"] + W).rename(
         columns={"xbar": "xbar_then", "ybar": "ybar_then", "block_n": "block_n_then"})
@@ -308,7 +308,7 @@ def loss_plateau(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Dat
         & (f["shortfall"] >= thresholds["z_fit"] * f["resid_sigma"].fillna(np.inf))
         & flat
     )
-    stretch = _stretches(f, f["flagged"], thresholds["bridge_minutes"])
+    stretch = stretch_ids(f, f["flagged"], thresholds["bridge_minutes"])
     count = f["flagged"].astype(float).where(stretch.notna()).groupby(stretch).cumsum()
     qualified = count >= thresholds["min_minutes"]
 
@@ -325,19 +325,19 @@ def loss_plateau(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Dat
                 "observed_improvement_pct": round(100.0 * float(np.expm1(first["observed"])), 2),
                 "predicted_improvement_pct": round(100.0 * float(np.expm1(first["predicted"])), 2),
                 "threshold_pct": round(100.0 * float(np.expm1(thresholds["max_observed_fraction"] * first["predicted"])), 2),
-                "noise_pct": _num(100.0 * first["noise"], 3),
-                "fit_residual_pct": _num(100.0 * first["resid_sigma"], 3),
-                "loss": _num(hits["loss"].iloc[-1]),
-                "loss_window_start": _num(np.exp(first["ybar_then"])),
-                "power_law_exponent": _num(first["slope"]),
+                "noise_pct": num(100.0 * first["noise"], 3),
+                "fit_residual_pct": num(100.0 * first["resid_sigma"], 3),
+                "loss": num(hits["loss"].iloc[-1], 4),
+                "loss_window_start": num(np.exp(first["ybar_then"]), 4),
+                "power_law_exponent": num(first["slope"], 4),
                 "fit_minutes": int(first["fit_n"]),
                 "window_minutes": int(thresholds["window_minutes"]),
-                "last_step": _num(hits["last_step"].max(), 0),
+                "last_step": num(hits["last_step"].max(), 0),
                 "window": f"{first['tick'] - W:%Y-%m-%d %H:%M} .. {first['tick']:%H:%M} UTC",
             },
         }
 
-    return _report(f, qualified, stretch, build)
+    return run_findings(f, qualified, stretch, build)
 
 
 def _quadratic(sums: pd.DataFrame) -> np.ndarray:

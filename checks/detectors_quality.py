@@ -18,55 +18,44 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from checks.detectors import empty_findings
 from checks.registry import FINDING_COLUMNS
+from checks.toolkit import active_stretches, finding, findings_frame, mark_stretches, num, prepare, present
 
-HOUR = pd.Timedelta(hours=1)
 QUALITY_COLUMNS = list(FINDING_COLUMNS) + ["endpoint", "model_version", "checkpoint"]
 
 
 def _empty() -> pd.DataFrame:
-    return empty_findings().assign(endpoint=None, model_version=None, checkpoint=None)[QUALITY_COLUMNS]
-
-
-def _none(value):
-    return None if value is None or (not isinstance(value, (list, tuple, np.ndarray)) and pd.isna(value)) else value
+    return findings_frame([], QUALITY_COLUMNS)
 
 
 def _drift(frame: pd.DataFrame, thresholds: Mapping[str, float], what: str) -> pd.DataFrame:
     """Hours where at least `min_drifted_columns` columns drifted, for `min_hours` consecutive hours."""
     if frame.empty:
         return _empty()
+    f = prepare(frame.assign(_key=frame["endpoint"].astype(str) + "\0" + frame["model_version"].astype(str)), "_key", "hour")
+    hit = f["columns_drifted"].ge(thresholds["min_drifted_columns"])
+    f = mark_stretches(f, "_key", hit, min_minutes=thresholds["min_hours"], max_gap_minutes=60, time="hour")
     rows = []
-    for (endpoint, version), g in frame.sort_values("hour").groupby(["endpoint", "model_version"], sort=True):
-        g = g.reset_index(drop=True)
-        hit = g["columns_drifted"].ge(thresholds["min_drifted_columns"])
-        consecutive = g["hour"].diff().eq(HOUR)
-        stretch = (hit & ~(hit.shift(fill_value=False) & consecutive)).cumsum().where(hit)
-        for _, s in g[hit].groupby(stretch[hit]):
-            if len(s) < thresholds["min_hours"] or not s["in_window"].any():
-                continue
-            confirmed = s.iloc[int(thresholds["min_hours"]) - 1]
-            last = s.iloc[-1]
-            shown = s[s["in_window"]]
-            top = shown.loc[shown["top_score"].astype(float).idxmax()]
-            rows.append({
-                "entity_id": endpoint, "onset": s["hour"].iloc[0], "detected_at": confirmed["tick"],
-                "last_seen": last["tick"], "run_id": None, "rank": None, "hosts": [], "gpus": [],
-                "value": float(top["top_score"]), "baseline": None, "threshold": float(top["top_threshold"]),
-                "endpoint": endpoint, "model_version": version, "checkpoint": _none(last["checkpoint"]),
-                "evidence": {
-                    "what": what, "training_run": _none(last["run_id"]),
-                    "drifted_columns": list(last["drifted_columns"]),
-                    "scores": [dict(x) for x in last["scores"]],
-                    "hours_drifted": len(s),
-                    "rows": int(last["current_rows"]), "reference_rows": int(last["reference_rows"]),
-                    "sampled_rows": int(last["current_sampled"]), "sampled_reference_rows": int(last["reference_sampled"]),
-                    "reference": f"{last['reference_source']} {last['reference_start']} .. {last['reference_end']}",
-                    "report_path": _none(last["report_path"]),
-                },
-            })
-    return pd.DataFrame(rows, columns=QUALITY_COLUMNS) if rows else _empty()
+    for s, active in active_stretches(f):
+        confirmed, last = active.iloc[0], s.iloc[-1]
+        shown = s[s["in_window"]]
+        top = shown.loc[shown["top_score"].astype(float).idxmax()]
+        rows.append(finding(
+            entity_id=last["endpoint"], onset=s["hour"].iloc[0], detected_at=confirmed["tick"], last_seen=last["tick"],
+            value=top["top_score"], baseline=None, threshold=top["top_threshold"],
+            endpoint=last["endpoint"], model_version=last["model_version"], checkpoint=present(last["checkpoint"]),
+            evidence={
+                "what": what, "training_run": present(last["run_id"]),
+                "drifted_columns": list(last["drifted_columns"]),
+                "scores": [dict(x) for x in last["scores"]],
+                "hours_drifted": len(s),
+                "rows": int(last["current_rows"]), "reference_rows": int(last["reference_rows"]),
+                "sampled_rows": int(last["current_sampled"]), "sampled_reference_rows": int(last["reference_sampled"]),
+                "reference": f"{last['reference_source']} {last['reference_start']} .. {last['reference_end']}",
+                "report_path": present(last["report_path"]),
+            },
+        ))
+    return findings_frame(rows, QUALITY_COLUMNS)
 
 
 def input_drift(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
@@ -124,21 +113,20 @@ def confidence_shift(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd
             continue
         detected = _first_flagged_minute(getattr(r, "current_sample_times", None), current, reference,
                                          float(r.reference_mean), thresholds, r.last_time)
-        rows.append({
-            "entity_id": r.endpoint, "onset": r.window_start, "detected_at": detected, "last_seen": r.tick,
-            "run_id": None, "rank": None, "hosts": [], "gpus": [],
-            "value": abs(shift), "baseline": float(r.reference_mean), "threshold": thresholds["min_mean_shift"],
-            "endpoint": r.endpoint, "model_version": r.model_version, "checkpoint": _none(r.checkpoint),
-            "evidence": {
-                "training_run": _none(r.run_id), "current_mean": round(float(r.current_mean), 4),
-                "reference_mean": round(float(r.reference_mean), 4),
-                "mean_shift": round(shift, 4), "ks_statistic": round(float(ks.statistic), 4),
+        rows.append(finding(
+            entity_id=r.endpoint, onset=r.window_start, detected_at=detected, last_seen=r.tick,
+            value=abs(shift), baseline=r.reference_mean, threshold=thresholds["min_mean_shift"],
+            endpoint=r.endpoint, model_version=r.model_version, checkpoint=present(r.checkpoint),
+            evidence={
+                "training_run": present(r.run_id), "current_mean": num(r.current_mean, 4),
+                "reference_mean": num(r.reference_mean, 4),
+                "mean_shift": num(shift, 4), "ks_statistic": num(ks.statistic, 4),
                 "ks_p_value": float(f"{ks.pvalue:.3g}"), "rows": int(r.current_rows),
                 "reference_rows": int(r.reference_rows), "sampled_rows": len(r.current_sample),
                 "reference": f"{r.reference_source} {r.reference_start} .. {r.reference_end}",
             },
-        })
-    return pd.DataFrame(rows, columns=QUALITY_COLUMNS) if rows else _empty()
+        ))
+    return findings_frame(rows, QUALITY_COLUMNS)
 
 
 def business_metric_drop(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
@@ -156,17 +144,16 @@ def business_metric_drop(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
         p = float(stats.fisher_exact(table, alternative="less").pvalue)
         if ref_rate - rate < thresholds["min_drop"] or p >= thresholds["max_p_value"]:
             continue
-        rows.append({
-            "entity_id": r.endpoint, "onset": r.window_start, "detected_at": r.detected_at, "last_seen": r.tick,
-            "run_id": None, "rank": None, "hosts": [], "gpus": [],
-            "value": ref_rate - rate, "baseline": ref_rate, "threshold": thresholds["min_drop"],
-            "endpoint": r.endpoint, "model_version": r.model_version, "checkpoint": _none(r.checkpoint),
-            "evidence": {
-                "training_run": _none(r.run_id), "outcome_rate": round(rate, 4), "reference_outcome_rate": round(ref_rate, 4),
+        rows.append(finding(
+            entity_id=r.endpoint, onset=r.window_start, detected_at=r.detected_at, last_seen=r.tick,
+            value=ref_rate - rate, baseline=ref_rate, threshold=thresholds["min_drop"],
+            endpoint=r.endpoint, model_version=r.model_version, checkpoint=present(r.checkpoint),
+            evidence={
+                "training_run": present(r.run_id), "outcome_rate": num(rate, 4), "reference_outcome_rate": num(ref_rate, 4),
                 "labelled": int(r.current_labelled), "reference_labelled": int(r.reference_labelled),
                 "predictions": int(r.current_predictions), "p_value": float(f"{p:.3g}"),
                 "predictions_judged": f"{r.window_start} .. {r.window_end}",
                 "reference": f"{r.reference_source} {r.reference_start} .. {r.reference_end}",
             },
-        })
-    return pd.DataFrame(rows, columns=QUALITY_COLUMNS) if rows else _empty()
+        ))
+    return findings_frame(rows, QUALITY_COLUMNS)

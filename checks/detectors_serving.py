@@ -20,62 +20,39 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from checks.detectors import empty_findings
-from checks.detectors_gpu import MINUTE, active_stretches, mark_stretches
 from checks.registry import FINDING_COLUMNS
+from checks.toolkit import MINUTE, active_stretches, finding, findings_frame, mark_stretches, missing, num, prepare, rolling
 
 LATENCY = ("ttft_p50", "ttft_p95", "ttft_p99", "itl_p50", "itl_p95", "itl_p99")
 SERVING_COLUMNS = (*FINDING_COLUMNS, "endpoint", "model_version")
-
-
-def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
-    f = frame.copy()
-    f["tick"] = pd.to_datetime(f["tick"]).astype("datetime64[ns]")
-    if "in_window" not in f.columns:
-        f["in_window"] = True
-    return f.sort_values(["endpoint", "tick"], kind="stable").reset_index(drop=True)
-
-
-def _rolling(f: pd.DataFrame, values: pd.Series, minutes: float, how: str) -> pd.Series:
-    """Per endpoint, `how` over the trailing `minutes` of rows (the current one included)."""
-    s = pd.Series(values.to_numpy(dtype=float), index=f["tick"])
-    out = s.groupby(f["endpoint"].to_numpy()).rolling(f"{int(minutes)}min").agg(how)
-    return pd.Series(out.reset_index(level=0, drop=True).to_numpy(), index=f.index)
-
-
-def _num(value, digits: int = 3):
-    return None if value is None or pd.isna(value) else round(float(value), digits)
 
 
 def _finding(stretch: pd.DataFrame, active: pd.DataFrame, value: float, baseline, threshold: float,
              evidence: dict) -> dict:
     first, last = active.iloc[0], active.iloc[-1]
     versions = list(dict.fromkeys(stretch["model_version"].dropna().astype(str)))
-    hosts = sorted(set(stretch["host"].dropna().astype(str)))
-    return {
-        "entity_id": str(first["endpoint"]),
-        "onset": stretch["tick"].iloc[0] - MINUTE,
-        "detected_at": first["tick"],
-        "last_seen": last["tick"],
-        "run_id": None,
-        "rank": None,
-        "hosts": hosts,
-        "gpus": [],
-        "value": float(value),
-        "baseline": None if baseline is None or pd.isna(baseline) else float(baseline),
-        "threshold": float(threshold),
-        "evidence": {"endpoint": str(first["endpoint"]), "model_versions": ", ".join(versions) or "unknown",
-                     "minutes": int(len(active)), "window": f"{stretch['tick'].iloc[0] - MINUTE} .. {last['tick']}",
-                     **evidence},
-        "endpoint": str(first["endpoint"]),
-        "model_version": None if pd.isna(last["model_version"]) else str(last["model_version"]),
-    }
+    return finding(
+        entity_id=str(first["endpoint"]), onset=stretch["tick"].iloc[0] - MINUTE, detected_at=first["tick"],
+        last_seen=last["tick"], hosts=sorted(set(stretch["host"].dropna().astype(str))),
+        value=value, baseline=baseline, threshold=threshold,
+        evidence={"endpoint": str(first["endpoint"]), "model_versions": ", ".join(versions) or "unknown",
+                  "minutes": int(len(active)), "window": f"{stretch['tick'].iloc[0] - MINUTE} .. {last['tick']}",
+                  **evidence},
+        endpoint=str(first["endpoint"]), model_version=None if missing(last["model_version"]) else str(last["model_version"]),
+    )
+
+
+def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
+    return prepare(frame, "endpoint")
+
+
+def _rolling(f: pd.DataFrame, values: pd.Series, minutes: float, how: str) -> pd.Series:
+    """Per endpoint, `how` over the trailing `minutes` of rows (the current one included)."""
+    return rolling(f, values, minutes, how, key="endpoint", time="tick", closed="right")
 
 
 def _findings(rows: list[dict]) -> pd.DataFrame:
-    if not rows:
-        return empty_findings().assign(endpoint=pd.Series(dtype="object"), model_version=pd.Series(dtype="object"))
-    return pd.DataFrame(rows, columns=list(SERVING_COLUMNS))
+    return findings_frame(rows, SERVING_COLUMNS)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -114,12 +91,12 @@ def serving_latency_regression(frame: pd.DataFrame, thresholds: Mapping[str, flo
         rows.append(_finding(
             stretch, active, value=float(peak["ratio"]), baseline=1.0, threshold=thresholds["min_ratio"],
             evidence={
-                "worst_quantile": m, "ratio_to_baseline": _num(peak["ratio"], 2),
-                f"{m}_seconds": _num(peak[f"{m}_seconds"], 4), f"{m}_baseline_seconds": _num(peak[f"{m}_baseline"], 4),
+                "worst_quantile": m, "ratio_to_baseline": num(peak["ratio"], 2),
+                f"{m}_seconds": num(peak[f"{m}_seconds"], 4), f"{m}_baseline_seconds": num(peak[f"{m}_baseline"], 4),
                 "regressed_quantiles": regressed,
-                "requests_per_second": _num(active["requests_per_second"].median(), 2),
-                "requests_per_second_baseline": _num(active["requests_per_second_baseline"].median(), 2),
-                "requests_waiting": _num(active["requests_waiting"].median(), 1),
+                "requests_per_second": num(active["requests_per_second"].median(), 2),
+                "requests_per_second_baseline": num(active["requests_per_second_baseline"].median(), 2),
+                "requests_waiting": num(active["requests_waiting"].median(), 1),
             },
         ))
     return _findings(rows)
@@ -153,11 +130,11 @@ def serving_latency_slo_breach(frame: pd.DataFrame, thresholds: Mapping[str, flo
             stretch, active, value=float(peak[f"{m}_seconds"]), baseline=peak[f"{m}_baseline"],
             threshold=float(slo[m].loc[peak.name]),
             evidence={
-                "worst_quantile": m, f"{m}_seconds": _num(peak[f"{m}_seconds"], 4),
-                f"{m}_slo_seconds": _num(slo[m].loc[peak.name], 4), "times_slo": _num(peak["over"], 2),
+                "worst_quantile": m, f"{m}_seconds": num(peak[f"{m}_seconds"], 4),
+                f"{m}_slo_seconds": num(slo[m].loc[peak.name], 4), "times_slo": num(peak["over"], 2),
                 "breached_quantiles": ", ".join(breached),
                 "slo_source": "serving_slos" if pd.notna(peak[f"slo_{m}_seconds"]) else "signal default",
-                "requests_waiting": _num(active["requests_waiting"].median(), 1),
+                "requests_waiting": num(active["requests_waiting"].median(), 1),
             },
         ))
     return _findings(rows)
@@ -210,14 +187,14 @@ def serving_queue_growth(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
             stretch, active, value=float(active["requests_waiting"].max()), baseline=first["requests_waiting_baseline"],
             threshold=float(needed.loc[first.name] + usual.loc[first.name]),
             evidence={
-                "requests_waiting_max": _num(active["requests_waiting_max"].max(), 0),
-                "requests_waiting_baseline": _num(first["requests_waiting_baseline"], 1),
-                "rise_over_window": _num(active["rise"].max(), 1), "window_minutes": int(window),
-                "trend_rank_correlation": _num(active["trend"].max(), 2),
-                "requests_running": _num(active["requests_running"].median(), 1),
-                "kv_cache_usage_ratio": _num(active["kv_cache_usage_ratio"].max(), 3),
-                "requests_per_second": _num(active["requests_per_second"].median(), 2),
-                "requests_per_second_baseline": _num(first["requests_per_second_baseline"], 2),
+                "requests_waiting_max": num(active["requests_waiting_max"].max(), 0),
+                "requests_waiting_baseline": num(first["requests_waiting_baseline"], 1),
+                "rise_over_window": num(active["rise"].max(), 1), "window_minutes": int(window),
+                "trend_rank_correlation": num(active["trend"].max(), 2),
+                "requests_running": num(active["requests_running"].median(), 1),
+                "kv_cache_usage_ratio": num(active["kv_cache_usage_ratio"].max(), 3),
+                "requests_per_second": num(active["requests_per_second"].median(), 2),
+                "requests_per_second_baseline": num(first["requests_per_second_baseline"], 2),
             },
         ))
     return _findings(rows)
@@ -257,10 +234,10 @@ def serving_batch_saturation(frame: pd.DataFrame, thresholds: Mapping[str, float
             stretch, active, value=value, baseline=None, threshold=threshold,
             evidence={
                 "full_by": ", ".join(w for w, hit in full_by if hit),
-                "kv_cache_usage_ratio_max": _num(kv, 3), "requests_running_max": _num(running, 0),
-                "max_num_seqs": _num(cap.iloc[0], 0) if not cap.empty else "not configured",
-                "preemptions": _num(preemptions, 0) if pd.notna(preemptions) else "not pulled",
-                "requests_waiting": _num(active["requests_waiting"].median(), 1),
+                "kv_cache_usage_ratio_max": num(kv, 3), "requests_running_max": num(running, 0),
+                "max_num_seqs": num(cap.iloc[0], 0) if not cap.empty else "not configured",
+                "preemptions": num(preemptions, 0) if pd.notna(preemptions) else "not pulled",
+                "requests_waiting": num(active["requests_waiting"].median(), 1),
             },
         ))
     return _findings(rows)
@@ -297,8 +274,8 @@ def serving_error_rate(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
             stretch, active, value=float(peak["window_error_ratio"]), baseline=peak["error_ratio_baseline"],
             threshold=float(peak["limit"]),
             evidence={
-                "error_ratio": _num(peak["window_error_ratio"], 4), "error_ratio_baseline": _num(peak["error_ratio_baseline"], 4),
-                "failures": _num(active["failures"].sum(), 0), "requests": _num(active["requests"].sum(), 0),
+                "error_ratio": num(peak["window_error_ratio"], 4), "error_ratio_baseline": num(peak["error_ratio_baseline"], 4),
+                "failures": num(active["failures"].sum(), 0), "requests": num(active["requests"].sum(), 0),
                 "counter_resets": int(stretch["counter_resets"].sum()),
                 "limit_source": "serving_slos" if pd.notna(peak["slo_error_ratio"]) else "baseline",
             },

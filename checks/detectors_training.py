@@ -1,14 +1,14 @@
 """Detectors of the training family: small pure functions over a run's per-minute series.
 This module holds step time, gradients, loss scale and memory; the loss detectors are in
-`checks/detectors_loss.py`, the shared machinery in `checks/training_frames.py`.
+`checks/detectors_loss.py`, the shared machinery in `checks/toolkit.py`.
 
 Each takes the frame its signal's SQL builds (one row per run per minute, from `run_minutes` /
 `rank_minutes`, oldest first) and the signal's thresholds, and returns findings in the columns
 of `registry.FINDING_COLUMNS`, one row per contiguous flagged stretch per run.
 
 The frames carry history before the evaluated partition (the trailing windows the detectors
-need, and the start of a stretch that began in an earlier hour). History rows have `tick` NULL:
-they feed baselines, persistence and onsets but are never reported, so each flagged minute is
+need, and the start of a stretch that began in an earlier hour). History rows have `in_window`
+false: they feed baselines, persistence and onsets but are never reported, so each flagged minute is
 reported by exactly one partition's check.
 
 Conventions shared by every detector here:
@@ -32,18 +32,18 @@ import pandas as pd
 from checks import episodes
 from checks.detectors import empty_findings
 from checks.detectors_loss import _loss_excursion, loss_divergence, loss_plateau, loss_spike, non_finite_loss  # noqa: F401  (one module for the registry)
-from checks.training_frames import (
+from checks.toolkit import (
     GIB,
     MAD_TO_SIGMA,
-    _counter_increase,
-    _jitter,
-    _num,
-    _prepare,
-    _report,
-    _rolling,
-    _rows_rolling,
-    _stretches,
-    _window,
+    counter_increase,
+    jitter,
+    num,
+    prepare,
+    rolling,
+    rows_rolling,
+    run_findings,
+    stretch_ids,
+    window_text,
 )
 
 
@@ -62,16 +62,16 @@ def step_time_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
     """
     if frame.empty:
         return empty_findings()
-    f = _prepare(frame, "step_seconds")
+    f = prepare(frame, "run_id", "minute", "step_seconds")
     if f.empty:
         return empty_findings()
     ref_minutes = thresholds["ref_minutes"]
     # an episode carried in from the previous hour keeps the healthy reference it opened with
-    f["ref"] = episodes.held_reference(f, _rolling(f, "step_seconds_baseline", ref_minutes, "min", closed="right"))
-    f["ref_noise"] = MAD_TO_SIGMA * _rolling(f, "step_seconds_mad", ref_minutes, "median", closed="right")
-    f["ref_collective"] = _rolling(f, "collective_seconds_baseline", ref_minutes, "min", closed="right")
-    f["ref_data"] = _rolling(f, "data_seconds", thresholds["decompose_minutes"], "median")
-    f["ref_compute"] = _rolling(f, "compute_seconds", thresholds["decompose_minutes"], "median")
+    f["ref"] = episodes.held_reference(f, rolling(f, "step_seconds_baseline", ref_minutes, "min", closed="right"))
+    f["ref_noise"] = MAD_TO_SIGMA * rolling(f, "step_seconds_mad", ref_minutes, "median", closed="right")
+    f["ref_collective"] = rolling(f, "collective_seconds_baseline", ref_minutes, "min", closed="right")
+    f["ref_data"] = rolling(f, "data_seconds", thresholds["decompose_minutes"], "median")
+    f["ref_compute"] = rolling(f, "compute_seconds", thresholds["decompose_minutes"], "median")
     f["increase"] = f["step_seconds"] / f["ref"] - 1.0
     f["z"] = (f["step_seconds"] - f["ref"]) / f["ref_noise"].where(f["ref_noise"] > 0)
     extra = (f["step_seconds"] - f["ref"]).where(lambda s: s > 0)
@@ -83,7 +83,7 @@ def step_time_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
         & (f["z"].fillna(np.inf) >= thresholds["z"])
         & (f["collective_share"] < thresholds["max_collective_share"])
     )
-    stretch = _stretches(f, f["flagged"], thresholds["bridge_minutes"])
+    stretch = stretch_ids(f, f["flagged"], thresholds["bridge_minutes"])
     count = f["flagged"].astype(float).where(stretch.notna()).groupby(stretch).cumsum()
     qualified = count >= thresholds["min_minutes"]
 
@@ -96,29 +96,29 @@ def step_time_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
             "baseline": ref,
             "threshold": ref * (1.0 + thresholds["min_increase_ratio"]),
             "evidence": {
-                "step_seconds": _num(now["step_seconds"]),
-                "step_seconds_baseline": _num(ref),
+                "step_seconds": num(now["step_seconds"], 4),
+                "step_seconds_baseline": num(ref, 4),
                 "held_reference": ref,
                 "increase_pct": round(100.0 * float(now["increase"]), 1),
                 "threshold_pct": round(100.0 * thresholds["min_increase_ratio"], 1),
-                "z": _num(now["z"], 1),
-                "noise_seconds": _num(first["ref_noise"]),
-                "tokens_per_second": _num(now.get("tokens_per_second"), 1),
-                "tokens_per_second_baseline": _num(first.get("tokens_per_second_baseline"), 1),
-                "data_seconds": _num(now.get("data_seconds")),
-                "compute_seconds": _num(now.get("compute_seconds")),
-                "collective_seconds": _num(now.get("collective_seconds")),
+                "z": num(now["z"], 1),
+                "noise_seconds": num(first["ref_noise"], 4),
+                "tokens_per_second": num(now.get("tokens_per_second"), 1),
+                "tokens_per_second_baseline": num(first.get("tokens_per_second_baseline"), 1),
+                "data_seconds": num(now.get("data_seconds"), 4),
+                "compute_seconds": num(now.get("compute_seconds"), 4),
+                "collective_seconds": num(now.get("collective_seconds"), 4),
                 "collective_share_pct": round(100.0 * float(now["collective_share"]), 1),
-                "data_seconds_change": _num(now["data_seconds"] - first["ref_data"]),
-                "compute_seconds_change": _num(now["compute_seconds"] - first["ref_compute"]),
-                "collective_seconds_change": _num(now["collective_seconds"] - first["ref_collective"]),
+                "data_seconds_change": num(now["data_seconds"] - first["ref_data"], 4),
+                "compute_seconds_change": num(now["compute_seconds"] - first["ref_compute"], 4),
+                "collective_seconds_change": num(now["collective_seconds"] - first["ref_collective"], 4),
                 "minutes_slow": int(len(span)),
                 "baseline_window_minutes": int(ref_minutes),
-                "window": _window(span),
+                "window": window_text(span),
             },
         }
 
-    return _report(f, qualified, stretch, build)
+    return run_findings(f, qualified, stretch, build)
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -138,7 +138,7 @@ def grad_norm_spike(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.
     """
     if frame.empty:
         return empty_findings()
-    f = _loss_excursion(frame, thresholds, "loss_") if frame["loss"].notna().any() else _prepare(frame)
+    f = _loss_excursion(frame, thresholds, "loss_") if frame["loss"].notna().any() else prepare(frame, "run_id", "minute")
     f = f[f["grad_norm"].notna() & (f["grad_norm"] > 0) & (f["grad_norm_baseline"] > 0)].reset_index(drop=True)
     if f.empty:
         return empty_findings()
@@ -153,7 +153,7 @@ def grad_norm_spike(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.
         & ~loss_up
         & ~(pd.to_numeric(f["nonfinite_losses"], errors="coerce") > 0)
     )
-    stretch = _stretches(f, f["flagged"], thresholds["bridge_minutes"])
+    stretch = stretch_ids(f, f["flagged"], thresholds["bridge_minutes"])
     steps = f["steps_completed"].astype(float).where(stretch.notna()).groupby(stretch).cumsum()
     qualified = steps >= thresholds["min_steps"]
 
@@ -164,22 +164,22 @@ def grad_norm_spike(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.
             "baseline": float(peak["grad_norm_baseline"]),
             "threshold": float(peak["grad_norm_baseline"] * thresholds["min_ratio"]),
             "evidence": {
-                "grad_norm": _num(peak["grad_norm"]),
-                "grad_norm_max": _num(span["grad_norm_max"].max()),
-                "grad_norm_baseline": _num(peak["grad_norm_baseline"]),
+                "grad_norm": num(peak["grad_norm"], 4),
+                "grad_norm_max": num(span["grad_norm_max"].max(), 4),
+                "grad_norm_baseline": num(peak["grad_norm_baseline"], 4),
                 "ratio": round(float(peak["ratio"]), 1),
                 "threshold_ratio": thresholds["min_ratio"],
                 "z": round(float(peak["z"]), 1),
-                "loss": _num(peak["loss"]),
+                "loss": num(peak["loss"], 4),
                 "steps_in_burst": int(span["steps_completed"].sum()),
                 "minutes": int(len(span)),
-                "learning_rate": _num(peak.get("learning_rate"), 8),
-                "baseline_window_minutes": _num(peak.get("baseline_window_minutes"), 0),
-                "window": _window(span),
+                "learning_rate": num(peak.get("learning_rate"), 8),
+                "baseline_window_minutes": num(peak.get("baseline_window_minutes"), 0),
+                "window": window_text(span),
             },
         }
 
-    return _report(f, qualified, stretch, build)
+    return run_findings(f, qualified, stretch, build)
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -199,22 +199,22 @@ def loss_scale_collapse(frame: pd.DataFrame, thresholds: Mapping[str, float]) ->
     """
     if frame.empty:
         return empty_findings()
-    f = _prepare(frame, "loss_scale")
+    f = prepare(frame, "run_id", "minute", "loss_scale")
     f = f[f["loss_scale"] > 0].reset_index(drop=True)
     if f.empty:
         return empty_findings()
-    f["ref"] = _rolling(f, "loss_scale", thresholds["ref_minutes"], "median")
-    f["history"] = _rolling(f, "loss_scale", thresholds["ref_minutes"], "count").fillna(0)
+    f["ref"] = rolling(f, "loss_scale", thresholds["ref_minutes"], "median")
+    f["history"] = rolling(f, "loss_scale", thresholds["ref_minutes"], "count").fillna(0)
     f["drop"] = f["ref"] / f["loss_scale"]
-    skips = _counter_increase(f, "skipped_iterations_total")
-    f["skipped_recent"] = _rolling(f, skips, thresholds["skip_window_minutes"], "sum", closed="right")
+    skips = counter_increase(f, "skipped_iterations_total")
+    f["skipped_recent"] = rolling(f, skips, thresholds["skip_window_minutes"], "sum", closed="right")
     reports_skips = f["skipped_iterations_total"].notna().groupby(f["run_id"]).transform("any")
     f["flagged"] = (
         (f["history"] >= thresholds["min_history_minutes"])
         & ((f["loss_scale"] <= thresholds["floor_scale"]) | (f["drop"] >= thresholds["min_drop_factor"]))
         & (~reports_skips | (f["skipped_recent"] >= thresholds["min_skipped"]))
     )
-    stretch = _stretches(f, f["flagged"], thresholds["bridge_minutes"])
+    stretch = stretch_ids(f, f["flagged"], thresholds["bridge_minutes"])
     count = f["flagged"].astype(float).where(stretch.notna()).groupby(stretch).cumsum()
     qualified = count >= thresholds["min_minutes"]
 
@@ -228,21 +228,21 @@ def loss_scale_collapse(frame: pd.DataFrame, thresholds: Mapping[str, float]) ->
             "baseline": ref,
             "threshold": max(thresholds["floor_scale"], ref / thresholds["min_drop_factor"]),
             "evidence": {
-                "loss_scale": _num(now["loss_scale"]),
-                "loss_scale_baseline": _num(ref),
+                "loss_scale": num(now["loss_scale"], 4),
+                "loss_scale_baseline": num(ref, 4),
                 "drop_factor": round(drop, 1),
                 "halvings": round(float(np.log2(max(drop, 1.0))), 1),
                 "threshold_drop_factor": thresholds["min_drop_factor"],
                 "floor_scale": thresholds["floor_scale"],
-                "skipped_iterations_total": _num(skipped.max(), 0),
-                "skipped_in_window": _num(skipped.max() - skipped.min(), 0) if skipped.notna().any() else None,
+                "skipped_iterations_total": num(skipped.max(), 0),
+                "skipped_in_window": num(skipped.max() - skipped.min(), 0) if skipped.notna().any() else None,
                 "baseline_window_minutes": int(thresholds["ref_minutes"]),
-                "last_step": _num(now["last_step"], 0),
-                "window": _window(span),
+                "last_step": num(now["last_step"], 0),
+                "window": window_text(span),
             },
         }
 
-    return _report(f, qualified, stretch, build)
+    return run_findings(f, qualified, stretch, build)
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -264,23 +264,23 @@ def memory_fragmentation(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
     """
     if frame.empty:
         return empty_findings()
-    f = _prepare(frame, "gap_bytes")
+    f = prepare(frame, "run_id", "minute", "gap_bytes")
     if "first_minute" in f:   # the allocator settles during the run's first minutes: not a baseline
         warm = pd.to_datetime(f["first_minute"]).astype("datetime64[ns]") + pd.Timedelta(minutes=thresholds["warmup_minutes"])
         f = f[~(f["minute"] < warm)].reset_index(drop=True)
     if f.empty:
         return empty_findings()
     W = thresholds["window_minutes"]
-    gap = _rows_rolling(f, f["gap_bytes"].astype(float), 5, "median")
-    inactive = _rows_rolling(f, f["inactive_split_bytes"].astype(float), 5, "median")
-    f["gap_ref"] = _rolling(f, gap, W, "min")
-    f["history"] = _rolling(f, gap, W, "count").fillna(0)
+    gap = rows_rolling(f, f["gap_bytes"].astype(float), 5, "median")
+    inactive = rows_rolling(f, f["inactive_split_bytes"].astype(float), 5, "median")
+    f["gap_ref"] = rolling(f, gap, W, "min")
+    f["history"] = rolling(f, gap, W, "count").fillna(0)
     f["growth"] = gap - f["gap_ref"]
-    f["inactive_growth"] = inactive - _rolling(f, inactive, W, "min")
-    f["noise"] = _jitter(f, f["gap_bytes"], W)
-    inactive_noise = _jitter(f, f["inactive_split_bytes"], W).fillna(0.0)
-    retries = _counter_increase(f, "alloc_retries_total")
-    f["retries_recent"] = _rolling(f, retries, W, "sum", closed="right")
+    f["inactive_growth"] = inactive - rolling(f, inactive, W, "min")
+    f["noise"] = jitter(f, f["gap_bytes"], W)
+    inactive_noise = jitter(f, f["inactive_split_bytes"], W).fillna(0.0)
+    retries = counter_increase(f, "alloc_retries_total")
+    f["retries_recent"] = rolling(f, retries, W, "sum", closed="right")
     f["needed"] = np.fmax(thresholds["min_growth_gib"] * GIB, thresholds["z"] * f["noise"].fillna(0.0))
     symptoms = (
         (f["retries_recent"] >= thresholds["min_retries"])
@@ -288,7 +288,7 @@ def memory_fragmentation(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
         | (f["growth"] >= thresholds["large_growth_gib"] * GIB)
     )
     f["flagged"] = (f["history"] >= thresholds["min_history_minutes"]) & (f["growth"] >= f["needed"]) & symptoms
-    stretch = _stretches(f, f["flagged"], thresholds["bridge_minutes"])
+    stretch = stretch_ids(f, f["flagged"], thresholds["bridge_minutes"])
     count = f["flagged"].astype(float).where(stretch.notna()).groupby(stretch).cumsum()
     qualified = count >= thresholds["min_minutes"]
 
@@ -308,16 +308,16 @@ def memory_fragmentation(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
                 "inactive_split_gib": round(float(now["inactive_split_bytes"]) / GIB, 2),
                 "inactive_growth_gib": round(float(now["inactive_growth"]) / GIB, 2),
                 "alloc_retries_in_window": int(now["retries_recent"]),
-                "alloc_retries_total": _num(now.get("alloc_retries_total"), 0),
-                "ooms_total": _num(now.get("ooms_total"), 0),
-                "worst_rank": _num(now.get("worst_rank"), 0),
+                "alloc_retries_total": num(now.get("alloc_retries_total"), 0),
+                "ooms_total": num(now.get("ooms_total"), 0),
+                "worst_rank": num(now.get("worst_rank"), 0),
                 "reserved_gib": round(reserved / GIB, 2) if reserved is not None else None,
                 "gpu_memory_gib": round(float(total) / GIB, 2) if pd.notna(total) else None,
                 "reserved_pct": round(100.0 * reserved / float(total), 1) if reserved is not None and pd.notna(total) else None,
                 "headroom_gib": round((float(total) - reserved) / GIB, 2) if reserved is not None and pd.notna(total) else None,
                 "baseline_window_minutes": int(W),
-                "window": _window(span),
+                "window": window_text(span),
             },
         }
 
-    return _report(f, qualified, stretch, build)
+    return run_findings(f, qualified, stretch, build)

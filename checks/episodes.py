@@ -80,12 +80,16 @@ def _ticks(frame: pd.DataFrame) -> pd.Series:
 
 def clearings(frame: pd.DataFrame, ids: pd.Series, findings: pd.DataFrame, carried: pd.DataFrame,
               describe: Callable[[pd.DataFrame, pd.DataFrame], dict | None] | None, signal: str, entity_type: str,
-              start) -> pd.DataFrame:
+              start, clear_minutes: float = 0.0) -> pd.DataFrame:
     """One clearing per entity whose episode (flagged in this partition, or carried in) is over by the
     end of the frame: at the first later tick that shows the entity unflagged (and, when the signal
     has a describer, that it can judge: not a checkpoint pause), or at its last flagged tick when the
     series no longer holds the entity although it runs on (it left: run ended, GPU released). An
-    entity flagged up to the frame's last tick is still open: no clearing."""
+    entity flagged up to the frame's last tick is still open: no clearing. With `clear_minutes` (a
+    standing fault's hysteresis, at most `GRACE_MINUTES` so that an undecided episode is carried into
+    the next partition) the entity must also have stayed unflagged that long after its last flagged
+    tick, or have left the series, before its clearing is recorded: a short dip clears nothing."""
+    clear = pd.Timedelta(minutes=min(float(clear_minutes or 0.0), GRACE_MINUTES))
     last: dict[str, pd.Timestamp] = {}
     for frame_ in (findings, carried):
         if not frame_.empty:
@@ -106,6 +110,11 @@ def clearings(frame: pd.DataFrame, ids: pd.Series, findings: pd.DataFrame, carri
             at, facts = _first_verdict(mine, ticks, frame, describe)
             if at is None:
                 continue   # later ticks say nothing either way (a GPU paused by its run): not over yet
+            through = ticks[mine.index].max()
+            if clear > pd.Timedelta(0):
+                if through - seen < clear and not (pd.notna(horizon) and horizon > through):
+                    continue   # in the clear for less than `clear_minutes` so far: the next ticks decide
+                facts = {**facts, "clean_minutes": round((through - seen) / pd.Timedelta(minutes=1), 1)}
         elif pd.notna(horizon) and horizon > seen:
             at = seen
             facts = {"why": f"{entity} left the signal's series after {seen:%Y-%m-%d %H:%M} (evaluated "

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated
 
+import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -24,6 +25,10 @@ FAMILIES = ("training", "distributed", "gpu", "checkpoint", "serving", "quality"
 ENTITIES = ("run", "rank", "gpu", "checkpoint", "endpoint", "model_version")
 TIERS = ("SEV1", "SEV2", "SEV3")
 OWNERS = ("model", "platform", "product")
+# Which side of its threshold a finding's value lies on: a rate, a ratio or a duration flagged "above",
+# a utilization, a power draw or an improvement flagged "below", a size flagged "outside" a band
+# around its baseline (too small or too large).
+DIRECTIONS = ("above", "below", "outside")
 
 # A detector takes the signal's time-series frame and its thresholds, returns findings rows.
 Detector = Callable[[pd.DataFrame, Mapping[str, float]], pd.DataFrame]
@@ -85,11 +90,12 @@ class Signal:
     # is over (checks/clearings.py): {"why": a sentence in the signal's terms, facts...}; None says
     # only that it was no longer flagged.
     clearing: Callable[[pd.DataFrame, pd.DataFrame], dict] | None = None
+    direction: str = "above"            # DIRECTIONS: which side of `threshold` a finding's `value` is flagged on
 
     def __post_init__(self):
         for value, allowed, what in (
             (self.family, FAMILIES, "family"), (self.entity, ENTITIES, "entity"),
-            (self.tier, TIERS, "tier"), (self.owner, OWNERS, "owner"),
+            (self.tier, TIERS, "tier"), (self.owner, OWNERS, "owner"), (self.direction, DIRECTIONS, "direction"),
         ):
             if value not in allowed:
                 raise ValueError(f"signal {self.name!r}: {what} {value!r} is not one of {', '.join(allowed)}")
@@ -99,6 +105,18 @@ class Signal:
     @property
     def playbook(self) -> Playbook:
         return playbooks()[self.name]
+
+    def worst(self, findings: pd.DataFrame) -> pd.Series:
+        """The finding furthest past its threshold on the signal's side: the highest value of a
+        signal flagged above, the lowest of one flagged below, the furthest from its baseline (by
+        ratio) of one flagged outside a band."""
+        value = findings["value"].astype(float)
+        if self.direction == "below":
+            return findings.loc[value.idxmin()]
+        if self.direction == "outside":
+            baseline = pd.to_numeric(findings["baseline"], errors="coerce").where(lambda b: b > 0).fillna(1.0)
+            return findings.loc[np.log(value.where(value > 0) / baseline).abs().fillna(np.inf).idxmax()]
+        return findings.loc[value.idxmax()]
 
 
 class SignalRegistry:

@@ -114,6 +114,7 @@ REGISTRY.register(Signal(
 
 REGISTRY.register(Signal(
     name="checkpoint_size_anomaly",
+    direction="outside",
     family="checkpoint",
     entity="checkpoint",
     tier="SEV2",

@@ -16,22 +16,25 @@ REGISTRY.register(Signal(
     owner="platform",
     title="Straggler rank",
     description=(
-        "One rank computes persistently slower than its peers and its own history while the others "
-        "wait for it in collectives; every step of the run pays for it. The finding names the host "
-        "and GPU and what that GPU reported (temperature, throttle reasons, clocks, power, XID)."
+        "One rank (or a few) computes slower than its peers in the same minutes while the others "
+        "wait for it in collectives; every step of the run pays for it. Opened by GPU-time lost, kept "
+        "open while the imbalance lasts. The finding names the host and GPU and what that GPU reported "
+        "(temperature, throttle reasons, clocks, power, XID)."
     ),
     asset="training_baselines",
     inputs=("gpu_baselines",),
     query="detect/straggler_rank",
     detector=d.straggler_rank,
     thresholds={
-        "min_peer_ratio": 1.10,        # >=10% slower than the peers' median compute
-        "min_self_ratio": 1.10,        # and >=10% slower than its own trailing median
-        "min_self_z": 4.0,             # and 4 robust SDs above it
-        "min_rel_spread": 0.01,        # MAD floor: 1% of the baseline (the simulator's ranks are ~0.3% apart)
+        "min_peer_ratio": 1.10,        # enter: >=10% slower than the peers' median compute that minute
+        "exit_peer_ratio": 1.05,       # stay open while >=5% slower (hysteresis: no flapping at the threshold)
         "min_wait_share": 0.5,         # peers' collective exceeds its own by >= half its extra compute
-        "min_minutes": 3.0,            # consecutive minutes before opening
-        "min_baseline_minutes": 10.0,  # minutes of own history needed
+        "min_minutes": 3.0,            # consecutive minutes before opening, whatever the cost
+        "min_short_minutes": 2.0,      # or this many (never one: one noisy minute) when they cost enough:
+        "min_lost_gpu_minutes": 1.0,   #   GPU-minutes the run lost waiting (extra compute x steps x GPUs)
+        "min_short_steps": 10.0,       #   over this many steps (slow-step runs: a few steps are not an episode)
+        "min_baseline_minutes": 10.0,  # own history that tells a large slow group that slowed down from one built so
+        "clear_minutes": 10.0,         # a dip shorter than this does not end it; the clearing needs as long in step
         "max_gap_minutes": 5.0,        # minutes without steps (eval pause) that do not break a stretch
         "lookback_minutes": 60.0,      # frame reaches back this far (persistence, onset)
     },
@@ -48,23 +51,22 @@ REGISTRY.register(Signal(
     owner="platform",
     title="Collective latency regression",
     description=(
-        "The run's collective (all-reduce) time rises persistently above its baseline on every rank "
-        "while compute stays flat and no rank is a straggler: the network or NCCL path degraded."
+        "The run's communication time (its collectives with the wait for the slowest rank taken out) "
+        "rises persistently above its baseline, on every host or on one: the network or NCCL path "
+        "degraded. A straggler only makes its peers wait, so it neither raises it nor hides it."
     ),
     asset="training_baselines",
     inputs=("gpu_baselines",),
     query="detect/collective_regression",
     detector=d.collective_regression,
     thresholds={
-        "min_rise": 1.15,              # collective >= 1.15 x its trailing median
+        "min_rise": 1.15,              # transfer time >= 1.15 x its trailing median
         "min_z": 3.0,                  # and 3 robust SDs above it
         "min_rel_spread": 0.02,        # MAD floor: 2% of the baseline
-        "max_compute_change": 0.10,    # the run's median compute within 10% of its baseline
-        "max_compute_outlier": 1.10,   # slowest rank's compute within 10% of the median rank's
         "min_minutes": 5.0,
         "min_baseline_minutes": 15.0,
         "max_gap_minutes": 5.0,        # minutes without steps (eval pause) that do not break a stretch
-        "window_minutes": 30.0,        # trailing window of the compute baseline (as the baselines')
+        "window_minutes": 30.0,        # trailing window of the transfer-time baseline (as the baselines')
         "lookback_minutes": 120.0,
     },
     fault_types=("collective_regression",),

@@ -6,6 +6,7 @@ from checks.registry import REGISTRY, Signal
 
 REGISTRY.register(Signal(
     name="mfu_drop",
+    direction="below",
     family="training",
     entity="run",
     tier="SEV2",

@@ -123,6 +123,7 @@ REGISTRY.register(Signal(
 
 REGISTRY.register(Signal(
     name="gpu_idle_allocated",
+    direction="below",
     tier="SEV3",
     title="GPU allocated but idle",
     description="A GPU held by a run sits idle while the run's other GPUs work: an allocated GPU-hour wasted.",
@@ -141,6 +142,7 @@ REGISTRY.register(Signal(
 
 REGISTRY.register(Signal(
     name="gpu_busy_low_power",
+    direction="below",
     family="gpu",
     entity="run",
     tier="SEV1",

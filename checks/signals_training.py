@@ -98,6 +98,7 @@ REGISTRY.register(Signal(
 
 REGISTRY.register(Signal(
     name="loss_plateau",
+    direction="below",
     family="training",
     entity="run",
     tier="SEV2",
@@ -191,6 +192,7 @@ REGISTRY.register(Signal(
 
 REGISTRY.register(Signal(
     name="loss_scale_collapse",
+    direction="below",
     family="training",
     entity="run",
     tier="SEV2",

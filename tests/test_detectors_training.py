@@ -3,7 +3,7 @@
 Per detector: a case it must flag, a quiet healthy case, and edges (healthy noise that looks a
 little like the fault; too little history). The frames mimic `run_minutes`: one row per minute
 with records, the trailing 30-minute median/MAD baselines computed the way
-sql/baselines/run_minutes.sql does, history rows (before the partition) with `tick` NULL.
+sql/baselines/run_minutes.sql does, history rows (before the partition) with `in_window` false.
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ def run_frame(
         f[f"{col}_mad"] = _trailing(f[col], f["minute"], "mad")
     f["baseline_window_minutes"] = 30
     f["baseline_minutes"] = f["minute"].map(lambda t: int(((f["minute"] < t) & (f["minute"] >= t - pd.Timedelta("30min"))).sum()))
-    f["tick"] = (f["minute"] + pd.Timedelta(minutes=1)).where(f["minute"] >= T0 + pd.Timedelta(minutes=partition))
+    f["tick"] = f["minute"] + pd.Timedelta(minutes=1)
+    f["in_window"] = f["minute"] >= T0 + pd.Timedelta(minutes=partition)
     return f
 
 
@@ -115,7 +116,8 @@ def memory_frame(minutes: int = MINUTES, partition: int = PARTITION, seed: int =
     return pd.DataFrame({
         "run_id": "run-a",
         "minute": T0 + pd.to_timedelta(m, unit="min"),
-        "tick": [T0 + pd.Timedelta(minutes=int(i) + 1) if i >= partition else pd.NaT for i in m],
+        "tick": T0 + pd.to_timedelta(m + 1, unit="min"),
+        "in_window": m >= partition,
         "gap_bytes": (reserved - allocated).astype(np.int64),
         "worst_rank": 3,
         "inactive_split_bytes": inactive.astype(np.int64),
@@ -302,7 +304,7 @@ def test_quiet_on_no_data(name):
 def test_history_rows_are_never_reported(name):
     """The same fault entirely before the partition: the earlier hour reported it, this one must not."""
     frame = FLAGGED[name]["frame"]()
-    frame["tick"] = pd.NaT
+    frame["in_window"] = False
     assert detect(name, frame).empty
 
 
@@ -406,7 +408,7 @@ def test_checks_flag_the_simulated_faults_with_evidence(faulty_home):
             assert check_evaluation(result, name).passed, f"{name} false alarm in {key}"
 
 
-def test_sql_returns_history_rows_without_ticks(faulty_home):
+def test_sql_marks_history_rows_out_of_the_window(faulty_home):
     from orchestration import sql
     from orchestration.definitions import resources_for
 
@@ -417,9 +419,10 @@ def test_sql_returns_history_rows_without_ticks(faulty_home):
             signal = REGISTRY.get(name)
             frame = sql.frame(con, signal.query, {"start": start.to_pydatetime(), "end": end.to_pydatetime(),
                                                   **signal.thresholds})
-            ticks = frame["tick"].dropna()
+            ticks = frame.loc[frame["in_window"], "tick"]
             assert not ticks.empty and ticks.min() > start and ticks.max() <= end
-            history = frame[frame["tick"].isna()]
+            history = frame[~frame["in_window"]]
+            assert (history["tick"] <= start).all()
             assert not history.empty and (history["minute"] < start).all()
             assert frame["gpus"].map(len).min() == 2 and frame["hosts"].map(list).iloc[-1] == ["node-0"]
 

@@ -93,8 +93,9 @@ def collective_frame(n=180, before=120, regressed=lambda i: True, baseline=0.8):
     for i, t in enumerate(ticks(n, before)):
         value = baseline if regressed(i) else 0.4
         rows.append({"run_id": "coll", "minute": t - pd.Timedelta(minutes=1), "tick": t, "in_window": t > START,
-                     "ranks_reporting": 2, "collective_seconds": value, "collective_seconds_baseline": baseline,
-                     "collective_seconds_mad": 0.01, "collective_baseline_floor": baseline, "compute_seconds": 3.0,
+                     "ranks_reporting": 2, "collective_seconds": value, "transfer_seconds": value, "wait_seconds": 0.0,
+                     "transfer_seconds_baseline": baseline, "transfer_seconds_mad": 0.01,
+                     "transfer_baseline_floor": baseline, "compute_seconds": 3.0,
                      "compute_seconds_baseline": 3.0, "baseline_minutes": 30, "compute_outlier_ratio": 1.0,
                      "hosts": ["node-5"], "gpus": ["node-5:0", "node-5:1"]})
     return pd.DataFrame(rows)

@@ -78,7 +78,7 @@ def _frame(mfu: list[float], steps: list[int] | None = None, report_from: int = 
     steps = steps if steps is not None else [30] * len(mfu)
     return pd.DataFrame({
         "run_id": "r", "minute": minutes,
-        "tick": [m + pd.Timedelta(minutes=1) if i >= report_from else pd.NaT for i, m in enumerate(minutes)],
+        "tick": minutes + pd.Timedelta(minutes=1), "in_window": [i >= report_from for i in range(len(minutes))],
         "mfu": mfu, "mfu_from_model_flops": mfu, "mfu_from_reported_tflops": None, "steps_completed": steps,
         "peak_flops_per_gpu": 989.4e12, "gpu_name": "NVIDIA H100 80GB HBM3", "precision": "bf16", "gpu_count": 8,
         "slow_steps_gpu_seconds": 0.0, "data_stall_gpu_seconds": 0.0, "allocated_gpu_seconds": 480.0,

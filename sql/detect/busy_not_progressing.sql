@@ -49,7 +49,7 @@ WITH data_until AS (
     WHERE event = 'run_started' AND time < $end
     GROUP BY ALL
 )
-SELECT r.run_id, r.tick, r.utilization_mean, r.samples, r.hosts, r.gpus,
+SELECT r.run_id, r.tick, TRUE AS in_window, r.utilization_mean, r.samples, r.hosts, r.gpus,
        p.time AS last_progress, p.step AS last_step,
        s.started AS run_started,
        b.step_interval_seconds, coalesce(b.steps, 0) AS baseline_steps

@@ -8,7 +8,7 @@ WITH problems AS (
     GROUP BY checkpoint
 )
 SELECT a.checkpoint, a.path, coalesce(a.recorded_path, a.path) AS checkpoint_path, a.run_id, a.step, a.format,
-       a.saved_at, a.tick, a.partition_start, a.is_new, a.status, a.files, a.bytes, a.model_versions,
+       a.saved_at, a.tick, TRUE AS in_window, a.partition_start, a.is_new, a.status, a.files, a.bytes, a.model_versions,
        coalesce(p.problems, []) AS problems,
        r.last_good_checkpoint, r.last_good_step, r.last_step, r.steps_since_last_good, r.gpus,
        r.restart_cost_gpu_hours

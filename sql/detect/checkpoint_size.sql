@@ -19,7 +19,7 @@ versions AS (
 ranked AS (
     SELECT *, row_number() OVER (PARTITION BY run_id ORDER BY saved_at, step) AS n FROM saved
 )
-SELECT c.checkpoint, c.checkpoint_path, c.run_id, c.step, c.saved_at, c.saved_at AS tick, c.checkpoint_bytes,
+SELECT c.checkpoint, c.checkpoint_path, c.run_id, c.step, c.saved_at, c.saved_at AS tick, TRUE AS in_window, c.checkpoint_bytes,
        (SELECT median(p.checkpoint_bytes) FROM ranked p
          WHERE p.run_id = c.run_id AND p.n < c.n AND p.n >= c.n - CAST($predecessors AS INTEGER)) AS baseline_bytes,
        (SELECT count(p.checkpoint_bytes) FROM ranked p

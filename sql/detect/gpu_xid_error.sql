@@ -18,7 +18,7 @@ WITH samples AS (
 )
 SELECT host, gpu_index, any_value(gpu_uuid) AS gpu_uuid,
        time_bucket(INTERVAL 1 MINUTE, time) AS minute,
-       time_bucket(INTERVAL 1 MINUTE, time) + INTERVAL 1 MINUTE AS tick,
+       time_bucket(INTERVAL 1 MINUTE, time) + INTERVAL 1 MINUTE AS tick, TRUE AS in_window,
        mode(run_id) AS run_id,
        count(*) AS samples,
        sum(increase) AS xid_increase,

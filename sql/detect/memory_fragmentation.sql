@@ -1,5 +1,5 @@
 -- Allocator health per run per minute, from `rank_minutes`, for every run with records in
--- [$start, $end) plus $lookback_minutes of history (rows with `tick` NULL: trailing windows only).
+-- [$start, $end) plus $lookback_minutes of history (rows with `in_window` false: trailing windows only).
 -- gap_bytes: the worst rank's reserved minus allocated bytes (memory the caching allocator holds
 -- but cannot use); worst_rank: that rank; inactive_split_bytes: the largest over ranks;
 -- alloc_retries_total / ooms_total: the highest rank's cumulative counter (a max
@@ -32,7 +32,7 @@ WITH runs AS (
     GROUP BY run_id
 ), per_minute AS (
     SELECT run_id, minute,
-           CASE WHEN minute >= $start THEN minute + INTERVAL 1 MINUTE END AS tick,
+           minute + INTERVAL 1 MINUTE AS tick, minute >= $start AS in_window,
            max(gap_bytes) AS gap_bytes,
            arg_max(rank, gap_bytes) AS worst_rank,
            max(memory_inactive_split_bytes) AS inactive_split_bytes,

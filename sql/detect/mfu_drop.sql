@@ -1,6 +1,6 @@
 -- mfu_drop's frame: a run's model FLOPs utilization per minute (from `badput_minutes`), for every run
--- with MFU in [$start, $end), plus $lookback_minutes of history before $start (rows with `tick` NULL:
--- they feed the trailing baseline and persistence but are not reported). `tick` = minute + 1 minute.
+-- with MFU in [$start, $end), plus $lookback_minutes of history before $start (rows with `in_window`
+-- false: they feed the trailing baseline and persistence but are not reported). `tick` = minute + 1 minute.
 WITH runs AS (
     SELECT DISTINCT run_id FROM badput_minutes WHERE minute >= $start AND minute < $end AND mfu IS NOT NULL
 ), placement AS (
@@ -12,7 +12,7 @@ WITH runs AS (
     GROUP BY run_id
 )
 SELECT b.run_id, b.minute,
-       CASE WHEN b.minute >= $start THEN b.minute + INTERVAL 1 MINUTE END AS tick,
+       b.minute + INTERVAL 1 MINUTE AS tick, b.minute >= $start AS in_window,
        b.mfu, b.mfu_from_model_flops, b.mfu_from_reported_tflops, b.steps_completed,
        b.peak_flops_per_gpu, b.gpu_name, b.precision, b.gpus AS gpu_count,
        b.slow_steps_gpu_seconds, b.data_stall_gpu_seconds, b.allocated_gpu_seconds,

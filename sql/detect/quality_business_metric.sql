@@ -29,7 +29,7 @@ WITH refs AS (
     WHERE (r.endpoint, r.model_version) IN (SELECT (endpoint, model_version) FROM cur)
     GROUP BY ALL
 )
-SELECT c.*, CAST($end AS TIMESTAMP) AS tick,
+SELECT c.*, CAST($end AS TIMESTAMP) AS tick, TRUE AS in_window,
        coalesce(f.reference_labelled, 0) AS reference_labelled, coalesce(f.reference_hits, 0) AS reference_hits,
        r.reference_source, r.reference_start, r.reference_end, r.run_id, r.checkpoint_path AS checkpoint
 FROM cur c

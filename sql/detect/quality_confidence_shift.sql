@@ -25,7 +25,7 @@ WITH refs AS (
     GROUP BY ALL
 )
 SELECT c.endpoint, c.model_version, greatest(CAST($start AS TIMESTAMP), r.reference_end) AS window_start,
-       c.last_time, CAST($end AS TIMESTAMP) AS tick, c.current_rows, c.current_mean,
+       c.last_time, CAST($end AS TIMESTAMP) AS tick, TRUE AS in_window, c.current_rows, c.current_mean,
        list_transform(c.sampled, x -> x.confidence) AS current_sample,
        list_transform(c.sampled, x -> x.time) AS current_sample_times,
        coalesce(f.reference_rows, 0) AS reference_rows, f.reference_mean, f.reference_sample,

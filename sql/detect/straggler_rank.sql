@@ -1,11 +1,12 @@
 -- Per rank and minute, from $lookback_minutes before the partition to $end (`in_window` marks the
 -- partition's minutes): the rank's compute and collective time with its own trailing baseline
 -- (rank_minutes), and what the GPU under it reported that minute (gpu_minutes): the cross-layer
--- evidence a straggler finding cites. Peer medians are taken by the detector, the rank left out.
+-- evidence a straggler finding cites. Peer medians are taken by the detector, the rank left out; a
+-- record without the compute breakdown is judged on its step less its data time.
 SELECT r.run_id, r.rank, r.run_id || '/rank-' || r.rank AS entity_id, r.host, r.gpu_index, r.minute,
        r.minute + INTERVAL 1 MINUTE AS tick,
        r.minute + INTERVAL 1 MINUTE > $start AS in_window,
-       r.steps_completed, r.step_seconds, r.compute_seconds, r.collective_seconds,
+       r.steps_completed, r.step_seconds, r.data_seconds, r.compute_seconds, r.collective_seconds,
        r.compute_seconds_baseline, r.compute_seconds_mad, r.baseline_minutes,
        g.temperature_celsius AS gpu_temperature_celsius,
        g.throttle_reasons AS gpu_throttle_reasons,

@@ -1,6 +1,6 @@
 -- A run's per-minute training series with its trailing baselines (from `run_minutes`), for every
 -- run with records in [$start, $end), plus $lookback_minutes of history before $start (rows with
--- `tick` NULL: they feed the detectors' trailing windows and persistence but are not reported).
+-- `in_window` false: they feed the detectors' trailing windows and persistence but are not reported).
 -- `tick` = minute + 1 minute, when the minute's evidence is complete. `hosts` / `gpus` name where
 -- the run's ranks ran (from `rank_minutes`). Shared by the run-level training signals.
 WITH runs AS (
@@ -17,7 +17,7 @@ WITH runs AS (
     GROUP BY run_id
 )
 SELECT m.run_id, m.minute,
-       CASE WHEN m.minute >= $start THEN m.minute + INTERVAL 1 MINUTE END AS tick,
+       m.minute + INTERVAL 1 MINUTE AS tick, m.minute >= $start AS in_window,
        m.world_size, m.ranks_reporting, m.steps_completed, m.last_step,
        m.loss, m.loss_min, m.loss_max, m.nonfinite_losses, m.nan_iterations_total, m.skipped_iterations_total,
        m.grad_norm, m.grad_norm_max, m.loss_scale, m.learning_rate,
