@@ -112,10 +112,9 @@ def run_pipeline(home: Path, start, end, progress=_say, keys: list[str] | None =
 
 def _read_incidents(home: Path):
     from orchestration import sql
-    from orchestration.home import warehouse_path
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.warehouse import warehouse_for
 
-    with WarehouseResource(path=str(warehouse_path(home))).connect(read_only=True, wait_seconds=30) as con:
+    with warehouse_for(home).connect(read_only=True, wait_seconds=30) as con:
         incidents = sql.frame(con, "alerts/transitions")
         incidents = incidents[incidents["transition"] == "opened"]
         counts = dict(sql.run(con, "ingest/row_counts").fetchall())
