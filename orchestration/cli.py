@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from orchestration.progress import Ticker
@@ -62,7 +63,9 @@ def _reset_demo_home(home: Path) -> None:
     from orchestration.home import warehouse_path
     from orchestration.warehouse import remove_warehouse
 
-    for name in ("raw", "alerts", "reports", "checkpoints", "ground_truth.jsonl"):
+    # the distributed demo's lake settings, lake data and Dagster instance too (issue 21)
+    for name in ("raw", "alerts", "reports", "checkpoints", "ground_truth.jsonl", "service.yaml", "lake", "dagster-distributed",
+                 "services"):
         target = home / name
         if target.is_dir():
             shutil.rmtree(target)
@@ -112,10 +115,9 @@ def run_pipeline(home: Path, start, end, progress=_say, keys: list[str] | None =
 
 def _read_incidents(home: Path):
     from orchestration import sql
-    from orchestration.home import warehouse_path
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.warehouse import warehouse_for
 
-    with WarehouseResource(path=str(warehouse_path(home))).connect(read_only=True, wait_seconds=30) as con:
+    with warehouse_for(home).connect(read_only=True, wait_seconds=30) as con:
         incidents = sql.frame(con, "alerts/transitions")
         incidents = incidents[incidents["transition"] == "opened"]
         counts = dict(sql.run(con, "ingest/row_counts").fetchall())
@@ -160,9 +162,15 @@ def cmd_demo(args) -> int:
         summary = simulate(scenario, home)
     _say(f"1/3 simulated {scenario.name}: {summary['files']} raw files, "
          + ", ".join(f"{n:,} {k}" for k, n in summary["rows"].items()) + f", {summary['faults']} injected fault(s)")
-    _say(f"2/3 processing {scenario.start:%Y-%m-%d %H:%M} .. {scenario.end:%H:%M} UTC through the Dagster definitions")
-    run_pipeline(home, scenario.start, scenario.end)
-    incidents, counts = _read_incidents(home)
+    end = min(scenario.end, scenario.start + timedelta(hours=args.hours)) if args.hours else scenario.end
+    if args.deployment == "distributed":   # issue 21: PostgreSQL, Redis, Celery workers (docs/deploy.md)
+        from orchestration.commands.distributed import demo_distributed
+
+        incidents, counts = demo_distributed(home, scenario.start, end, args, _say)
+    else:
+        _say(f"2/3 processing {scenario.start:%Y-%m-%d %H:%M} .. {end:%H:%M} UTC through the Dagster definitions")
+        run_pipeline(home, scenario.start, end)
+        incidents, counts = _read_incidents(home)
     _say("3/3 done. Rows ingested: " + ", ".join(f"{n:,} {k}" for k, n in counts.items()))
     _say(f"\nIncidents ({len(incidents)}):")
     _print_incidents(incidents)
@@ -173,7 +181,8 @@ def cmd_demo(args) -> int:
     _say(f"\nAlerts delivered to {alerts}")
     goodput = "goodput" if shutil.which("goodput") else sys.argv[0]
     _say(f"Demo finished in {time.monotonic() - started:.0f}s. Browse it all with:  {goodput} ui --home {home}")
-    _say(f"Query it read-only from Python:  duckdb.connect('{home / 'warehouse.duckdb'}', read_only=True)")
+    if args.deployment != "distributed":
+        _say(f"Query it read-only from Python:  duckdb.connect('{home / 'warehouse.duckdb'}', read_only=True)")
     return 0
 
 
@@ -249,6 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="simulate the default scenario, process it, print incidents and score")
     p.add_argument("--home", help="GOODPUT_HOME for the demo (default: $GOODPUT_HOME or ./.goodput)")
     p.add_argument("--scenario", default=str(DEFAULT_SCENARIO), help="scenario file (default: the embedded one)")
+    p.add_argument("--hours", type=int, help="process only the scenario's first HOURS hours")
+    from orchestration.commands.distributed import add_demo_arguments
+
+    add_demo_arguments(p)   # --deployment distributed and its services (issue 21)
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("score", help="score the home's incidents against a ground-truth file")

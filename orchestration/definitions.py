@@ -7,7 +7,7 @@ import dagster as dg
 import assets
 import checks
 from orchestration.board_links import BoardResource, board_url_from_env
-from orchestration.home import goodput_home, raw_root, warehouse_path
+from orchestration.home import goodput_home, raw_root
 from orchestration.jobs import detect_job, incidents_job
 from orchestration.maintenance_schedule import maintenance_daily, maintenance_job
 from orchestration.raw_zone import RawZoneResource
@@ -15,14 +15,14 @@ from orchestration.sensors import fold_incidents_after_detect, goodput_run_failu
 from orchestration.sensors_raw import raw_zone_detect
 from orchestration.sinks import alerting_resource_for
 from orchestration.thresholds import ThresholdsResource
-from orchestration.warehouse import WarehouseResource
+from orchestration.warehouse import warehouse_for
 from sources.prometheus import resource_from_env as prometheus_resource_from_env
 
 
 def resources_for(home) -> dict:
     """The resources of one Goodput home (tests and the demo build them for their own home)."""
     return {
-        "warehouse": WarehouseResource(path=str(warehouse_path(home))),
+        "warehouse": warehouse_for(home),
         "thresholds": ThresholdsResource(path=str(Path(home) / "thresholds.yaml")),
         "raw_zone": RawZoneResource(root=str(raw_root(home))),
         "alerting": alerting_resource_for(home),

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from orchestration.service_config import load_service_settings
+
 DEFAULT_HOME = ".goodput"
 
 # The instance every Goodput process shares: one pool, `warehouse`, admits one writer at a time.
@@ -70,11 +72,24 @@ def dagster_home(home: Path) -> Path:
     return home / "dagster"
 
 
+LAKE_POOL_LIMIT = 64
+"""issue 21: on the DuckLake backend writers commit concurrently (conflicts are retried), so the
+`warehouse` pool admits this many steps at once instead of 1."""
+
+
+def instance_yaml(home: Path) -> str:
+    """The home's dagster.yaml: the pool limit of 1 belongs to the file backend only."""
+    if load_service_settings(home).warehouse.backend == "ducklake":
+        return DAGSTER_YAML.replace("    default_limit: 1\n", f"    default_limit: {LAKE_POOL_LIMIT}\n", 1)
+    return DAGSTER_YAML
+
+
 def ensure_instance(home: Path) -> Path:
     """Create the Dagster instance directory with Goodput's `dagster.yaml`; returns its path."""
     path = dagster_home(home)
     path.mkdir(parents=True, exist_ok=True)
     config = path / "dagster.yaml"
-    if not config.exists() or config.read_text() != DAGSTER_YAML:
-        config.write_text(DAGSTER_YAML)
+    text = instance_yaml(home)
+    if not config.exists() or config.read_text() != text:
+        config.write_text(text)
     return path

@@ -6,17 +6,38 @@ Both run in one process (`in_process_executor`): every step writes the one DuckD
 process per step (~1-2 s of imports each) was most of a quiet tick's cost. The checks on one asset run as
 one step (checks/asset_checks.py): 20 steps a detect run, not 52
 (BENCHMARKS.md, section "Service").
+
+Past one machine (issue 21, docs/deploy.md): with `GOODPUT_EXECUTOR=celery` in the environment of
+every process of the deployment, `detect` hands each step to a Celery worker (dagster-celery; broker
+and result backend `GOODPUT_CELERY_BROKER` / `GOODPUT_CELERY_BACKEND`, Redis URLs), so the steps of
+several hours run on several machines at once against the shared lake. The fold stays one step.
 """
+
+import os
 
 import dagster as dg
 
 from orchestration.partitions import hourly
 
+
+def detect_executor() -> dg.ExecutorDefinition:
+    """In-process (the embedded default), or Celery workers when the deployment says so."""
+    if os.environ.get("GOODPUT_EXECUTOR", "in_process") != "celery":
+        return dg.in_process_executor
+    from dagster_celery import celery_executor  # only a distributed deployment needs Celery installed
+
+    return celery_executor.configured({
+        "broker": {"env": "GOODPUT_CELERY_BROKER"},
+        "backend": {"env": "GOODPUT_CELERY_BACKEND"},
+        "retries": {"enabled": {}},   # a step's RetryRequested (a lake commit conflict) runs it again
+    }, name="celery")
+
+
 detect_job = dg.define_asset_job(
     "detect",
     selection=dg.AssetSelection.groups("ingest", "baselines", "checkpoints"),
     partitions_def=hourly,
-    executor_def=dg.in_process_executor,
+    executor_def=detect_executor(),
     description="Ingest one hour of the raw zone, compute its baselines, audit its checkpoints and run every signal's asset check on it.",
 )
 

@@ -11,16 +11,24 @@
       minutes_days: 400           # per-minute series, findings and incidents
       compress_after_days: 1      # raw-zone hours older than this are compressed to .jsonl.zst
       runs_days: 30               # Dagster runs (and their event logs) kept this long
+    warehouse:                    # issue 21: the warehouse backend (docs/deploy.md)
+      backend: duckdb             # duckdb: GOODPUT_HOME/warehouse.duckdb (default) | ducklake
+      catalog: "dbname=goodput host=db.example port=5432 user=goodput"   # ducklake: PostgreSQL (libpq)
+      data_path: /shared/goodput/lake/   # ducklake: the Parquet files, on a path every worker mounts
+      conflict_retries: 20        # ducklake: a commit conflict retries the write (backoff) this often
+      snapshot_days: 7            # ducklake: the daily maintenance expires snapshots older than this
 
+The catalog's password is never in this file: libpq reads $PGPASSWORD (or ~/.pgpass).
 A key that is not one of these is an error naming the file and the key.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class _Strict(BaseModel):
@@ -44,7 +52,22 @@ class RetentionSettings(_Strict):
     runs_days: float = Field(30.0, gt=0)
 
 
+class WarehouseSettings(_Strict):
+    backend: Literal["duckdb", "ducklake"] = "duckdb"
+    catalog: str | None = None
+    data_path: str | None = None
+    conflict_retries: int = Field(20, ge=0)
+    snapshot_days: float = Field(7.0, gt=0)
+
+    @model_validator(mode="after")
+    def _lake_needs_catalog(self) -> WarehouseSettings:
+        if self.backend == "ducklake" and not (self.catalog and self.data_path):
+            raise ValueError("warehouse: backend ducklake needs `catalog` (a PostgreSQL libpq string) and `data_path`")
+        return self
+
+
 class ServiceSettings(_Strict):
+    warehouse: WarehouseSettings = WarehouseSettings()
     partitions: PartitionSettings = PartitionSettings()
     raw_sensor: RawSensorSettings = RawSensorSettings()
     retention: RetentionSettings = RetentionSettings()

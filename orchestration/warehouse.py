@@ -17,6 +17,14 @@ Reliability (docs/reliability.md):
 - Analyst connections (`analyst=True`) cannot touch the file system: external access disabled and
   the configuration locked (no COPY ... TO, read_csv of other files, INSTALL, ATTACH).
 - Every run's set-up frees the pool slots of dead runs (orchestration/instance.py).
+
+Two backends (issue 21; `warehouse:` in service.yaml, docs/deploy.md): `duckdb`, the file above (the
+default), and `ducklake`, a DuckLake catalog in PostgreSQL with Parquet data under a shared path
+(orchestration/warehouse_lake.py). The same migrations (adapted in one place) and views run on both.
+Lake writers on many machines commit optimistically: a commit conflict in a step is a
+`WarehouseConflict` (a `dg.RetryRequested` with backoff: the step runs again, the run does not fail);
+code that can re-run its own transaction uses `write()`, which retries in place. Both count the
+retries (`conflict_retries()`).
 """
 
 from __future__ import annotations
@@ -32,11 +40,15 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
-from orchestration import progress
+from orchestration import progress, warehouse_lake
+from orchestration.home import warehouse_path
 from orchestration.instance import POOL, free_dead_run_slots
+from orchestration.service_config import load_service_settings
 from orchestration.sql import SQL_ROOT
+from orchestration.warehouse_retry import WarehouseConflict, conflict_retries, is_conflict, retry_conflicts
 
-__all__ = ["POOL", "WarehouseResource", "WarehouseBusy", "WarehouseLocked", "WarehouseMissing", "WarehouseDamaged"]
+__all__ = ["POOL", "WarehouseResource", "WarehouseBusy", "WarehouseLocked", "WarehouseMissing", "WarehouseDamaged",
+           "WarehouseConflict", "conflict_retries"]
 
 ANALYST_CONFIG = {"enable_external_access": False}   # then, once the session is set up: lock_configuration
 
@@ -103,11 +115,13 @@ def migrations() -> list[tuple[int, str, str]]:
     return found
 
 
-def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Apply the migrations this database has not seen, each in its own transaction."""
-    con.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR NOT NULL)"
-    )
+MIGRATIONS_TABLE = "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR NOT NULL)"
+
+
+def migrate(con: duckdb.DuckDBPyConnection, lake: bool = False) -> list[str]:
+    """Apply the migrations this database has not seen, each in its own transaction (`lake`: each
+    statement adapted for DuckLake, warehouse_lake.adapt_ddl)."""
+    con.execute(warehouse_lake.adapt_ddl(MIGRATIONS_TABLE) if lake else MIGRATIONS_TABLE)
     done = {v for (v,) in con.execute("SELECT version FROM schema_migrations").fetchall()}
     applied = []
     for version, name, text in migrations():
@@ -115,7 +129,8 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
             continue
         con.execute("BEGIN TRANSACTION")
         try:
-            con.execute(text)
+            for statement in warehouse_lake.adapt_migration(text) if lake else [text]:
+                con.execute(statement)
             con.execute("INSERT INTO schema_migrations VALUES ($v, $n)", {"v": version, "n": name})
             con.execute("COMMIT")
         except Exception:
@@ -166,7 +181,8 @@ def transaction(con: duckdb.DuckDBPyConnection, **frames) -> Iterator[duckdb.Duc
         yield con
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        with contextlib.suppress(duckdb.Error):   # a failed COMMIT (a lake conflict) has ended it already
+            con.execute("ROLLBACK")
         raise
     finally:
         for name in frames:
@@ -174,9 +190,18 @@ def transaction(con: duckdb.DuckDBPyConnection, **frames) -> Iterator[duckdb.Duc
 
 
 class WarehouseResource(dg.ConfigurableResource):
-    """The DuckDB warehouse file. `connect()` for writers, `connect(read_only=True)` for readers."""
+    """The warehouse: the DuckDB file, or a DuckLake (`backend`). `connect()` for writers,
+    `connect(read_only=True)` for readers."""
 
     path: str
+    backend: str = "duckdb"
+    """`duckdb` (the file at `path`) or `ducklake` (`catalog` in PostgreSQL, data under `data_path`)."""
+    catalog: str = ""
+    """ducklake: the PostgreSQL catalog as a libpq string (the password from $PGPASSWORD, never here)."""
+    data_path: str = ""
+    """ducklake: where the Parquet files live (a path every worker mounts, or s3://... with httpfs)."""
+    conflict_retries: int = 20
+    """ducklake: a write that meets a commit conflict is retried this often (backoff) before it fails."""
     lock_wait_seconds: float = 5.0
     """A step's writer waits this long for a lock held by another process, holding the pool slot."""
     lock_retry_seconds: float = 30.0
@@ -201,6 +226,10 @@ class WarehouseResource(dg.ConfigurableResource):
         """A connection: read-write (migrated), or `read_only`; `analyst` connections (read-only) have no
         file-system access. A writer in a step (no `wait_seconds`) that finds the file locked raises
         `WarehouseLocked` (Dagster retries the step); otherwise a held lock is `WarehouseBusy`."""
+        if self.backend == "ducklake":
+            with self._connect_lake(read_only or analyst, analyst, in_step=not read_only and wait_seconds is None) as con:
+                yield con
+            return
         path = Path(self.path)
         read_only = read_only or analyst
         self._check_file(path, read_only)
@@ -222,6 +251,44 @@ class WarehouseResource(dg.ConfigurableResource):
             yield con
         finally:
             con.close()
+
+    @contextlib.contextmanager
+    def _connect_lake(self, read_only: bool, analyst: bool, in_step: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection to the process's DuckDB with the lake attached as its default catalog; no pool, no
+        file lock: a commit conflict in a step becomes `WarehouseConflict` (the step is retried with backoff)."""
+        if analyst:   # its settings are locked: a database of its own (lock_configuration is per database)
+            con, state = duckdb.connect(":memory:"), {"migrated": True}
+            warehouse_lake.attach(con, self.catalog, self.data_path, read_only=True)
+        else:
+            con, state = warehouse_lake.open_lake(self.catalog, self.data_path, read_only=read_only)
+        try:
+            con.execute("SET TimeZone = 'UTC'")
+            if not read_only and not state["migrated"]:   # once per process: the schema moves with the code
+                retry_conflicts(self.conflict_retries)(self._migrate_lake)(con)
+                state["migrated"] = True
+            if analyst:
+                con.execute("SET lock_configuration = true")
+            yield con
+        except duckdb.Error as error:
+            if in_step and is_conflict(error):
+                raise WarehouseConflict.after(error, self.conflict_retries) from error
+            raise
+        finally:
+            con.close()
+
+    @staticmethod
+    def _migrate_lake(con: duckdb.DuckDBPyConnection) -> None:
+        applied = migrate(con, lake=True)
+        create_views(con, force=bool(applied))
+
+    def write(self, fn, **frames):
+        """Run `fn(con)` in one transaction (with `frames` registered as views) and return its result;
+        on the lake a commit conflict re-runs the whole transaction with backoff (counted), up to
+        `conflict_retries` times. For writers outside Dagster steps and for ones that can re-run."""
+        def attempt():
+            with self.connect(wait_seconds=self.lock_wait_seconds) as con, transaction(con, **frames):
+                return fn(con)
+        return retry_conflicts(self.conflict_retries if self.backend == "ducklake" else 0)(attempt)()
 
     @staticmethod
     def _check_file(path: Path, read_only: bool) -> None:
@@ -265,3 +332,10 @@ class WarehouseResource(dg.ConfigurableResource):
                     raise busy from error
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
+
+
+def warehouse_for(home: Path) -> WarehouseResource:
+    """The warehouse of one Goodput home, as its service.yaml's `warehouse:` section chooses (default: the file)."""
+    settings = load_service_settings(Path(home)).warehouse
+    return WarehouseResource(path=str(warehouse_path(Path(home))), backend=settings.backend, catalog=settings.catalog or "",
+                             data_path=settings.data_path or "", conflict_retries=settings.conflict_retries)

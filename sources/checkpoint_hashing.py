@@ -46,10 +46,12 @@ class DuckDBHashCache(HashCache):
 
     def save(self, con) -> int:
         """Store the entries this audit added (the caller owns the transaction)."""
-        if self.new:
+        if self.new:   # delete, then insert: a DuckLake warehouse has no key for INSERT OR REPLACE (docs/deploy.md)
+            latest = list({entry[0]: entry for entry in self.new}.values())   # one row per path, the newest
+            con.executemany("DELETE FROM checkpoint_hashes WHERE path = ?", [(entry[0],) for entry in latest])
             con.executemany(
-                "INSERT OR REPLACE INTO checkpoint_hashes (path, size_bytes, mtime_ns, sha256, hashed_at) "
-                "VALUES (?, ?, ?, ?, now())", self.new)
+                "INSERT INTO checkpoint_hashes (path, size_bytes, mtime_ns, sha256, hashed_at) "
+                "VALUES (?, ?, ?, ?, now())", latest)
         saved, self.new = len(self.new), []
         return saved
 

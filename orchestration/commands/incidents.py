@@ -23,9 +23,9 @@ def _connect(home):
     import duckdb
 
     from orchestration.home import warehouse_path
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.warehouse import warehouse_for
 
-    with WarehouseResource(path=str(warehouse_path(home))).connect(read_only=True, wait_seconds=5) as con:
+    with warehouse_for(home).connect(read_only=True, wait_seconds=5) as con:
         try:
             yield con
         except duckdb.CatalogException:

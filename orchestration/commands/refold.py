@@ -26,10 +26,10 @@ def cmd_refold(args) -> int:
     from orchestration.cli import QUIET, CliError, use_home
     from orchestration.definitions import build_definitions
     from orchestration.home import warehouse_path
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.warehouse import warehouse_for
 
     home = use_home(args.home)
-    warehouse = WarehouseResource(path=str(warehouse_path(home)))
+    warehouse = warehouse_for(home)
     if not warehouse_path(home).exists():
         raise CliError(f"no warehouse at {warehouse_path(home)}: nothing to fold yet")
     if args.check:

@@ -54,10 +54,10 @@ def cmd_report(args) -> int:
     from orchestration.board_links import board_url_from_env
     from orchestration.cli import CliError, use_home
     from orchestration.home import warehouse_path
-    from orchestration.warehouse import WarehouseBusy, WarehouseResource
+    from orchestration.warehouse import WarehouseBusy, warehouse_for
 
     home = use_home(args.home)
-    warehouse = WarehouseResource(path=str(warehouse_path(home)))
+    warehouse = warehouse_for(home)
     try:
         with warehouse.connect(read_only=True, wait_seconds=max(args.timeout, 0.0)) as con:
             try:

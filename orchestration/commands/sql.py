@@ -43,10 +43,10 @@ def add_parser(sub) -> None:
 def cmd_sql(args) -> int:
     from orchestration.cli import CliError, use_home
     from orchestration.home import warehouse_path
-    from orchestration.warehouse import WarehouseBusy, WarehouseResource
+    from orchestration.warehouse import WarehouseBusy, warehouse_for
 
     home = use_home(args.home)
-    warehouse = WarehouseResource(path=str(warehouse_path(home)))
+    warehouse = warehouse_for(home)
     try:
         columns, rows = _query(warehouse, args.query, 0.0)
     except WarehouseBusy:

@@ -1,0 +1,128 @@
+"""The DuckLake warehouse backend: the catalog in PostgreSQL, the data as Parquet files under a shared path.
+
+Every worker machine opens an in-memory DuckDB, loads the `postgres` and `ducklake` extensions from
+their PyPI wheels (`duckdb-extension-*`, pinned to the DuckDB release: nothing is downloaded at run
+time) and attaches the lake as `lake`, its default catalog. From there the same SQL files, migrations
+and analyst views run as on the file backend, with these differences, all handled here:
+
+- DuckLake has no indexes, primary keys or UNIQUE constraints (docs/deploy.md, "What the lake lacks").
+  `adapt_ddl` rewrites each migration statement before it runs: a `PRIMARY KEY`/`UNIQUE` column
+  constraint or table constraint is dropped (Goodput's writes never rely on them: every partition
+  write deletes its window and inserts, and the fold deletes its groups' rows first), a `CREATE INDEX`
+  is skipped. The schema in the lake is otherwise the file's, column for column.
+- Views, table macros, comments, ALTER TABLE ADD COLUMN, NOT NULL, JSON and list columns run as
+  they are (DuckLake 1.5 keeps macros in its catalog).
+- Writers on different machines commit optimistically: two that touch the same table at once may
+  find a commit conflict; orchestration/warehouse_retry.py retries it (docs/deploy.md).
+- Small files accumulate (every write adds some): `maintain` merges adjacent files and expires
+  snapshots older than the retention, once a day (assets/maintenance.py's lake step).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import os
+import re
+import threading
+from pathlib import Path
+
+import duckdb
+
+from orchestration.sql import split_statements
+
+LAKE = "lake"
+"""The name the lake is attached as (and made the default catalog: `USE lake`)."""
+
+EXTENSIONS = ("postgres", "ducklake")
+
+
+class LakeUnavailable(RuntimeError):
+    """The lake's extensions or catalog cannot be reached: the message names what and how to fix it."""
+
+
+@functools.cache
+def extension_file(name: str) -> str:
+    """The `.duckdb_extension` file the PyPI wheel `duckdb-extension-<name>` installed."""
+    distribution = f"duckdb-extension-{name}"
+    try:
+        files = importlib.metadata.files(distribution) or []
+    except importlib.metadata.PackageNotFoundError:
+        raise LakeUnavailable(f"the DuckDB extension wheel {distribution} is not installed: "
+                              f"pip install '{distribution}=={duckdb.__version__}'") from None
+    for entry in files:
+        if str(entry).endswith(".duckdb_extension"):
+            return str(Path(entry.locate()).resolve())
+    raise LakeUnavailable(f"{distribution} holds no .duckdb_extension file: reinstall it for DuckDB {duckdb.__version__}")
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def attach(con: duckdb.DuckDBPyConnection, catalog: str, data_path: str, read_only: bool = False) -> None:
+    """Load the extensions from their wheels, attach the lake as `lake` and make it the default."""
+    for name in EXTENSIONS:
+        con.execute(f"INSTALL {_literal(extension_file(name))}")   # a local file: no download
+        con.execute(f"LOAD {name}")
+    options = [f"DATA_PATH {_literal(data_path)}"] + (["READ_ONLY"] if read_only else [])
+    try:
+        con.execute(f"ATTACH {_literal('ducklake:postgres:' + catalog)} AS {LAKE} ({', '.join(options)})")
+    except duckdb.Error as error:
+        raise LakeUnavailable(f"cannot attach the DuckLake catalog `{catalog}` (data {data_path}): "
+                              f"{' '.join(str(error).split())[:240]} (check `warehouse:` in service.yaml and "
+                              "that PostgreSQL accepts the connection)") from None
+    con.execute(f"USE {LAKE}")
+
+
+_INDEX = re.compile(r"^\s*(?:--[^\n]*\n\s*)*CREATE\s+(?:UNIQUE\s+)?INDEX\s", re.IGNORECASE)
+_TABLE_KEY = re.compile(r",\s*(?:--[^\n]*\n\s*)*(?:PRIMARY\s+KEY|UNIQUE)\s*\([^)]*\)", re.IGNORECASE)
+_COLUMN_KEY = re.compile(r"\s+(?:PRIMARY\s+KEY|UNIQUE)\b(?!\s*\()", re.IGNORECASE)
+
+
+_databases: dict[tuple[str, str, bool], tuple[int, duckdb.DuckDBPyConnection, dict]] = {}
+_databases_lock = threading.Lock()
+
+
+def open_lake(catalog: str, data_path: str, read_only: bool = False) -> tuple[duckdb.DuckDBPyConnection, dict]:
+    """A new connection (a cursor) to this process's DuckDB with the lake attached, and that database's
+    state (`migrated`). Loading the two extensions costs ~1.7 s of CPU per DuckDB database: one
+    database per process and lake, made anew in a forked child (a DuckDB database does not survive a
+    fork), shares it among all of the process's connections, each with its own transaction."""
+    key = (catalog, data_path, read_only)
+    with _databases_lock:
+        found = _databases.get(key)
+        if found is None or found[0] != os.getpid():
+            database = duckdb.connect(":memory:")
+            try:
+                attach(database, catalog, data_path, read_only=read_only)
+            except BaseException:
+                database.close()
+                raise
+            found = (os.getpid(), database, {"migrated": False})
+            _databases[key] = found
+    cursor = found[1].cursor()
+    cursor.execute(f"USE {LAKE}")
+    return cursor, found[2]
+
+
+def adapt_ddl(statement: str) -> str | None:
+    """One migration statement as the lake runs it: keys and UNIQUE dropped; None for an index."""
+    if _INDEX.match(statement):
+        return None
+    return _COLUMN_KEY.sub("", _TABLE_KEY.sub("", statement))
+
+
+def adapt_migration(text: str) -> list[str]:
+    """A migration file's statements, each adapted for the lake (skipped ones left out)."""
+    return [adapted for adapted in (adapt_ddl(s) for s in split_statements(text)) if adapted]
+
+
+def maintain(con: duckdb.DuckDBPyConnection, snapshot_days: float) -> dict[str, int]:
+    """Merge small adjacent data files, expire snapshots older than `snapshot_days`, delete the files no
+    snapshot needs any more; returns what each step did (rows of DuckLake's own functions)."""
+    merged = con.execute(f"CALL ducklake_merge_adjacent_files({_literal(LAKE)})").fetchall()
+    expired = con.execute(f"CALL ducklake_expire_snapshots({_literal(LAKE)}, older_than => now() - to_days(CAST($d AS INTEGER)))",
+                          {"d": max(int(snapshot_days), 0)}).fetchall()
+    deleted = con.execute(f"CALL ducklake_cleanup_old_files({_literal(LAKE)}, cleanup_all => true)").fetchall()
+    return {"merged": len(merged), "expired_snapshots": len(expired), "deleted_files": len(deleted)}
