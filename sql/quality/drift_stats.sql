@@ -17,18 +17,19 @@ WITH sides AS (
     SELECT 'reference', features, prediction, confidence FROM predictions
     WHERE endpoint = $endpoint AND time >= $reference_start AND time < $reference_end
       AND ($reference_version IS NULL OR model_version = $reference_version)
-), keyed AS (
-    SELECT side, column_name, features -> column_name AS j
-    FROM (SELECT side, features, unnest(json_keys(features)) AS column_name FROM sides WHERE features IS NOT NULL)
-), cells AS (   -- one row per side, column and non-null value: its JSON type and text
-    SELECT side, column_name, json_type(j) AS t, j ->> '$' AS text FROM keyed WHERE json_type(j) <> 'NULL'
+), feature_counts AS (   -- the pass over the rows: each row's JSON parsed once (into a map), its values counted
+    SELECT side, e.key AS column_name, e.value AS j, count(*) AS k
+    FROM (SELECT side, unnest(map_entries(TRY_CAST(features AS MAP(VARCHAR, JSON)))) AS e FROM sides)
+    GROUP BY ALL
+), cells AS (   -- per side, column and distinct non-null value: its JSON type, its text and its count
+    SELECT side, column_name, json_type(j) AS t, j ->> '$' AS text, k FROM feature_counts WHERE json_type(j) <> 'NULL'
     UNION ALL
-    SELECT side, 'prediction', 'VARCHAR', prediction FROM sides WHERE prediction IS NOT NULL
+    SELECT side, 'prediction', 'VARCHAR', prediction, count(*) FROM sides WHERE prediction IS NOT NULL GROUP BY ALL
     UNION ALL
-    SELECT side, 'confidence', 'DOUBLE', CAST(confidence AS VARCHAR) FROM sides WHERE confidence IS NOT NULL
-), value_counts AS (   -- one aggregation over the rows: everything after reads distinct values only
+    SELECT side, 'confidence', 'DOUBLE', CAST(confidence AS VARCHAR), count(*) FROM sides WHERE confidence IS NOT NULL GROUP BY ALL
+), value_counts AS (   -- everything from here reads distinct values only
     SELECT column_name, text, bool_and(t IN ('BIGINT', 'UBIGINT', 'DOUBLE', 'HUGEINT')) AS is_number,
-           count(*) FILTER (WHERE side = 'current') AS c, count(*) FILTER (WHERE side = 'reference') AS r
+           coalesce(sum(k) FILTER (WHERE side = 'current'), 0) AS c, coalesce(sum(k) FILTER (WHERE side = 'reference'), 0) AS r
     FROM cells GROUP BY column_name, text
 ), columns AS (
     SELECT column_name, bool_and(is_number) AS numerical, sum(c) AS n, sum(r) AS m
