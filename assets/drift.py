@@ -1,13 +1,18 @@
-"""The drift_reports asset: evidently drift reports and the drift history of every served model version.
+"""The drift_reports asset: the drift verdicts, drift history and evidently reports of every served model version.
 
 For each hour, endpoint and model version it compares the version's predictions (features, predicted
 label, confidence) with the version's reference window (`version_references` in
 sql/migrations/008_quality.sql: the window registered with the version, else its first stable hour
-after promotion). DuckDB does the cheap part on the full windows (row counts, means) and draws a
-deterministic sample of at most `max_rows` rows per side; evidently (DataDriftPreset) scores each
-column on the sample and renders the HTML report, saved under
-GOODPUT_HOME/reports/drift/<endpoint>/<version>/<hour>.html. The per-column scores land in
-`drift_scores` (the `drift_history` view), which the input_drift and prediction_drift checks read.
+after promotion). The verdict is computed in DuckDB over ALL rows of both windows
+(sql/quality/drift_stats.sql): evidently's own statistics, the normed Wasserstein distance for
+numerical columns and the Jensen-Shannon distance for categorical ones, exactly, not on a sample
+(a sample moved verdicts near the threshold: issue 17 item 9). Each score carries its uncertainty:
+`noise` = sqrt(1/n + 1/m), the scale of the distance between two draws of one distribution, and
+`margin` = (score - threshold) / noise, how far the verdict sits from flipping in those units.
+evidently (DataDriftPreset) still renders the HTML report, on a deterministic sample of at most
+`max_rows` rows per side, saved under GOODPUT_HOME/reports/drift/<endpoint>/<version>/<hour>.html.
+The per-column scores land in `drift_scores` (the `drift_history` view), which the input_drift and
+prediction_drift checks read.
 """
 
 import json
@@ -20,6 +25,7 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+import numpy as np
 import pandas as pd
 
 from orchestration import sql
@@ -31,8 +37,9 @@ PREDICTION_COLUMNS = ("prediction", "confidence")   # prediction drift; every ot
 DRIFT_COLUMNS = (
     "endpoint", "model_version", "hour", "kind", "column_name", "column_type", "method", "score", "threshold",
     "drifted", "current_rows", "reference_rows", "current_sampled", "reference_sampled", "current_mean",
-    "reference_mean", "reference_start", "reference_end", "reference_source", "report_path",
+    "reference_mean", "reference_start", "reference_end", "reference_source", "report_path", "noise", "margin",
 )
+METHODS = {"num": "wasserstein", "cat": "jensenshannon"}   # what sql/quality/drift_stats.sql computes
 
 
 class DriftConfig(dg.Config):
@@ -44,9 +51,11 @@ class DriftConfig(dg.Config):
     """Fewer predictions in the hour than this: not judged (distances are noise on tiny samples)."""
     min_reference_rows: int = 100
     max_rows: int = 5000
-    """Per side, evidently sees at most this many rows (a deterministic sample drawn in DuckDB): the
-    distances it uses are stable well below it, and its cost grows with the rows (bench/bench_drift.py)."""
+    """Per side, the evidently HTML report sees at most this many rows (a deterministic sample drawn in
+    DuckDB): its plots need no more, and its cost grows with the rows (bench/bench_drift.py). The
+    verdict does not depend on it: it is computed on all rows."""
     num_method: str = "wasserstein"
+    """The only numerical method the warehouse computes (evidently's normed Wasserstein distance)."""
     num_threshold: float = 0.1
     """Wasserstein distance in units of the reference's standard deviation (evidently's default: a
     move of a tenth of a standard deviation), for large samples; see num_noise_factor."""
@@ -56,6 +65,7 @@ class DriftConfig(dg.Config):
     hundred predictions, where pure sampling noise reaches 0.14 (measured), so 0.1 alone would alarm
     on noise. At 350 rows per side the threshold is 0.23; above ~1,800 rows it is 0.1."""
     cat_method: str = "jensenshannon"
+    """The only categorical method the warehouse computes (evidently's Jensen-Shannon distance)."""
     cat_threshold: float = 0.1
     """Jensen-Shannon distance of the category shares (evidently's default)."""
     cat_noise_factor: float = 2.0
@@ -116,7 +126,8 @@ def column_types(current: pd.DataFrame, reference: pd.DataFrame) -> dict[str, st
 
 
 def evidently_drift(current: pd.DataFrame, reference: pd.DataFrame, config: DriftConfig):
-    """(per-column scores, evidently snapshot): DataDriftPreset with the configured methods."""
+    """(per-column scores, evidently snapshot): DataDriftPreset with the configured methods, on the rows
+    given (the report's sample; the verdict is `verdicts` over all rows)."""
     from evidently import DataDefinition, Dataset, Report
     from evidently.presets import DataDriftPreset
 
@@ -167,30 +178,57 @@ def is_drifted(method: str, score: float, threshold: float) -> bool:
     return score < threshold if "p_value" in display.lower() else score >= threshold
 
 
+def check_methods(config: DriftConfig) -> None:
+    """A one-line error for a method the warehouse does not compute (the verdict is never evidently's)."""
+    for kind, method in (("num", config.num_method), ("cat", config.cat_method)):
+        if method != METHODS[kind]:
+            raise ValueError(f"drift_reports config: {kind}_method {method!r} is not computed over all rows in the "
+                             f"warehouse; set {kind}_method: {METHODS[kind]} (sql/quality/drift_stats.sql)")
+
+
+def verdicts(stats: pd.DataFrame, config: DriftConfig) -> pd.DataFrame:
+    """Threshold, verdict and uncertainty of each column's all-rows score (`stats`: drift_stats.sql's rows).
+
+    The threshold is the configured one, raised to factor x noise on small windows, where
+    noise = sqrt(1/n + 1/m) is the scale of the distance between two draws of one distribution (in
+    reference standard deviations for the normed Wasserstein distance). margin = (score - threshold) /
+    noise: the verdict's distance from flipping, in units of what another hour of the same traffic
+    could move the score; |margin| < 2 is a verdict near the threshold."""
+    numerical = stats["column_type"].eq("num")
+    noise = np.sqrt(1 / stats["n"].astype(float) + 1 / stats["m"].astype(float))
+    threshold = np.where(numerical, np.maximum(config.num_threshold, config.num_noise_factor * noise),
+                         np.maximum(config.cat_threshold, config.cat_noise_factor * noise))
+    score = stats["score"].astype(float).map(stable)
+    return pd.DataFrame({
+        "column_name": stats["column_name"], "column_type": stats["column_type"],
+        "method": np.where(numerical, config.num_method, config.cat_method),
+        "score": score, "threshold": threshold, "drifted": score.ge(threshold),
+        "noise": noise.map(stable), "margin": ((score - threshold) / noise).map(stable),
+        "current_mean": stats["current_mean"].astype(float).map(stable),
+        "reference_mean": stats["reference_mean"].astype(float).map(stable),
+    })
+
+
 def drift_window(con: duckdb.DuckDBPyConnection, w: Window, hour: datetime, config: DriftConfig,
                  reports: Path | None) -> pd.DataFrame:
-    """Score one window: cheap stats in DuckDB on all rows, evidently on the sample; write its report."""
-    current = sample(con, w.endpoint, w.model_version, w.current_start, w.current_end, config.max_rows)
-    reference = sample(con, w.endpoint, w.reference_version, w.reference_start, w.reference_end, config.max_rows)
-    scores, snapshot = evidently_drift(current, reference, config)
-    means = sql.frame(con, "quality/column_means", {
+    """Score one window on all rows in DuckDB; render evidently's report of a sample when `reports`."""
+    stats = sql.frame(con, "quality/drift_stats", {
         "endpoint": w.endpoint, "version": w.model_version, "current_start": w.current_start, "current_end": w.current_end,
         "reference_start": w.reference_start, "reference_end": w.reference_end, "reference_version": w.reference_version})
-    # DuckDB's parallel AVG may add in any order: kept to 10 digits as the scores are
-    mean = {(r.side, r.column_name): stable(None if pd.isna(r.mean) else float(r.mean)) for r in means.itertuples()}
-    report_path = None
+    scores = verdicts(stats, config)
+    report_path, sampled = None, (0, 0)
     if reports is not None:
+        current = sample(con, w.endpoint, w.model_version, w.current_start, w.current_end, config.max_rows)
+        reference = sample(con, w.endpoint, w.reference_version, w.reference_start, w.reference_end, config.max_rows)
+        _, snapshot = evidently_drift(current, reference, config)
         relative = Path("reports", "drift", _safe(w.endpoint), _safe(w.model_version), f"{hour:%Y-%m-%dT%H}.html")
-        target = reports.parent / relative
-        _save_html(snapshot, target)
-        report_path = relative.as_posix()
+        _save_html(snapshot, reports.parent / relative)
+        report_path, sampled = relative.as_posix(), (len(current), len(reference))
     return scores.assign(
         endpoint=w.endpoint, model_version=w.model_version, hour=pd.Timestamp(hour),
         kind=scores["column_name"].map(lambda c: "prediction" if c in PREDICTION_COLUMNS else "input"),
         current_rows=w.current_rows, reference_rows=w.reference_rows,
-        current_sampled=len(current), reference_sampled=len(reference),
-        current_mean=scores["column_name"].map(lambda c: mean.get(("current", c))),
-        reference_mean=scores["column_name"].map(lambda c: mean.get(("reference", c))),
+        current_sampled=sampled[0], reference_sampled=sampled[1],
         reference_start=w.reference_start, reference_end=w.reference_end, reference_source=w.reference_source,
         report_path=report_path,
     )[list(DRIFT_COLUMNS)]
@@ -216,6 +254,7 @@ def _save_html(snapshot, target: Path) -> None:
 def compute_drift(con: duckdb.DuckDBPyConnection, start: datetime, end: datetime, config: DriftConfig,
                   reports: Path | None) -> pd.DataFrame:
     """Drift scores of every judged window of [start, end) (reports written under `reports`)."""
+    check_methods(config)
     frames = [drift_window(con, w, start, config, reports) for w in windows(con, start, end, config)]
     frames = [f for f in frames if not f.empty]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(DRIFT_COLUMNS))

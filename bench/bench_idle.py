@@ -45,6 +45,21 @@ def tree(root) -> list:
         return []
 
 
+def role(proc) -> str:
+    """Which part of `goodput ui` a process is, from its command line."""
+    try:
+        line = " ".join(proc.cmdline())
+    except Exception:   # gone, or not ours to read
+        return "other"
+    for needle, name in (("-m board", "board"), ("dagster-webserver", "webserver"), ("dagster_webserver", "webserver"),
+                         ("dagster-daemon", "daemon"), ("_daemon", "daemon"), ("code-server", "code server"),
+                         ("code_server", "code server"), ("api grpc", "code server"), ("grpc", "code server"),
+                         (" dev ", "dagster dev")):
+        if needle in line + " ":
+            return name
+    return "other"
+
+
 def runs_created_after(home: Path, after: float) -> list[dict]:
     import dagster as dg
 
@@ -80,6 +95,7 @@ def main() -> int:
                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     root = psutil.Process(ui.pid)
     cpu_last: dict[int, float] = {}       # pid -> its user+system CPU at its last sample
+    roles: dict[int, str] = {}
     samples = []
     peak_rss, procs_max = 0, 0
     warm_at = started + args.warmup * 60
@@ -92,6 +108,8 @@ def main() -> int:
                 try:
                     times = proc.cpu_times()
                     cpu_last[proc.pid] = times.user + times.system
+                    if proc.pid not in roles:
+                        roles[proc.pid] = role(proc)
                     rss += proc.memory_info().rss
                 except psutil.NoSuchProcess:
                     continue
@@ -100,6 +118,7 @@ def main() -> int:
             now = time.time()
             if cpu_at_warm is None and now >= warm_at:
                 cpu_at_warm = (now, total)
+                per_pid_at_warm = dict(cpu_last)
             samples.append({"t": round(now - started, 1), "cpu_s": round(total, 2), "rss_mib": round(rss / 2**20), "procs": len(members)})
             time.sleep(2.0)
     finally:
@@ -111,11 +130,17 @@ def main() -> int:
     end, total = samples[-1]["t"] + started, samples[-1]["cpu_s"]
     runs = runs_created_after(home, started)
     steady = ((total - cpu_at_warm[1]) / ((end - cpu_at_warm[0]) / 60)) if cpu_at_warm and end > cpu_at_warm[0] else None
+    by_role: dict[str, float] = {}        # steady CPU-s per minute of each part of the tree
+    if steady is not None:
+        for pid, cpu in cpu_last.items():
+            by_role[roles.get(pid, "other")] = by_role.get(roles.get(pid, "other"), 0.0) + (
+                cpu - per_pid_at_warm.get(pid, 0.0)) / ((end - cpu_at_warm[0]) / 60)
     result = {
         "minutes": round((end - started) / 60, 1), "runs_after_start": len(runs), "runs": runs,
         "cpu_s_per_min_all": round(total / ((end - started) / 60), 3),
         "cpu_s_per_min_steady": round(steady, 3) if steady is not None else None,
         "peak_rss_gib": round(peak_rss / 2**30, 3), "processes_max": procs_max, "targets": TARGETS,
+        "cpu_s_per_min_steady_by_process": {k: round(v, 3) for k, v in sorted(by_role.items())},
         "load_average": os.getloadavg(), "home": str(home), "samples": samples,
     }
     print(f"# Idle cost of `goodput ui` ({result['minutes']} min, no new data)\n")
@@ -124,6 +149,9 @@ def main() -> int:
     print("|---|---|---|---|---|")
     print(f"| {len(runs)} (target 0) | {result['cpu_s_per_min_all']} | {result['cpu_s_per_min_steady']} (target <= 1.2) "
           f"| {result['peak_rss_gib']} (target <= 1) | {procs_max} |")
+    if by_role:
+        print("\nAfter warm-up, CPU-s per minute by process: "
+              + ", ".join(f"{k} {v:.2f}" for k, v in sorted(by_role.items(), key=lambda kv: -kv[1])))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
     return 0

@@ -78,7 +78,9 @@ def test_drift_history_flags_the_drifted_columns_and_not_the_stable_ones(drifted
     assert set(hour2["kind"]) == {"input", "prediction"}
     # cheap statistics over the full windows: prompts are twice as long in the drifted half hour (to 02:30)
     assert hour2.loc["prompt_tokens", "current_mean"] == pytest.approx(1.5 * hour2.loc["prompt_tokens", "reference_mean"], rel=0.15)
-    assert (hour2["current_rows"] == hour2["current_sampled"]).all()     # under max_rows: read whole
+    assert (hour2["current_rows"] == hour2["current_sampled"]).all()     # under max_rows: the report read it whole
+    # every verdict states its uncertainty: the margin to the threshold in noise units, signed as the verdict
+    assert (hour2["noise"] > 0).all() and (hour2["margin"].gt(0) == hour2["drifted"]).all()
 
 
 def test_the_drift_check_links_its_evidently_report_and_the_report_is_evidently_html(drifted):

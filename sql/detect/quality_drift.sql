@@ -1,6 +1,7 @@
 -- Drift of one $kind (input: the feature columns; prediction: predicted label and confidence) per
--- endpoint, model version and hour: how many of those columns evidently found drifted against the
--- version's reference (drift_scores, written by the drift_reports asset), over the
+-- endpoint, model version and hour: how many of those columns drifted against the version's reference
+-- (drift_scores, scored over all rows by the drift_reports asset), with the top column's margin to its
+-- threshold in noise units (the verdict's uncertainty), over the
 -- partition and $lookback_hours before it (in_window false), so persistence sees across hours. The
 -- version's training run and checkpoint come from its registration.
 WITH hours AS (
@@ -8,9 +9,11 @@ WITH hours AS (
            count(*) AS columns_scored,
            count(*) FILTER (WHERE drifted) AS columns_drifted,
            list(column_name ORDER BY score DESC) FILTER (WHERE drifted) AS drifted_columns,
-           list(struct_pack(column_name, method, score := round(score, 4), threshold) ORDER BY column_name) AS scores,
+           list(struct_pack(column_name, method, score := round(score, 4), threshold, margin := round(margin, 1))
+                ORDER BY column_name) AS scores,
            arg_max(score, CASE WHEN drifted THEN 1 ELSE 0 END * 1e9 + coalesce(score, 0)) AS top_score,
            arg_max(threshold, CASE WHEN drifted THEN 1 ELSE 0 END * 1e9 + coalesce(score, 0)) AS top_threshold,
+           arg_max(margin, CASE WHEN drifted THEN 1 ELSE 0 END * 1e9 + coalesce(score, 0)) AS top_margin,
            any_value(report_path) AS report_path,
            any_value(current_rows) AS current_rows, any_value(reference_rows) AS reference_rows,
            any_value(current_sampled) AS current_sampled, any_value(reference_sampled) AS reference_sampled,

@@ -4,7 +4,7 @@
 -- badput views agree: productive = productive, busy_not_progressing = hang, lost_to_restarts =
 -- wasted progress + the start-up of restarted attempts, idle_allocated = every other category
 -- (first start-up, checkpoint saves, evaluations, data stalls, slow steps, idle, unexplained).
--- Any other run is classified sample by sample from gpu_time.
+-- Any other run is classified sample by sample from gpu_time (gpu_time_of: those runs' GPUs only).
 CREATE OR REPLACE VIEW goodput AS
 WITH accounted AS (
     SELECT coalesce(r.team, b.run_id) AS team, b.run_id, CAST(b.minute AS DATE) AS day,
@@ -26,8 +26,9 @@ sampled AS (
            coalesce(sum(sample_seconds) FILTER (category = 'busy_not_progressing'), 0) / 3600 AS busy_not_progressing_gpu_hours,
            coalesce(sum(sample_seconds) FILTER (category = 'idle_allocated'), 0) / 3600       AS idle_allocated_gpu_hours,
            coalesce(sum(sample_seconds) FILTER (category = 'lost_to_restarts'), 0) / 3600     AS lost_to_restarts_gpu_hours
-    FROM gpu_time
-    WHERE run_id NOT IN (SELECT DISTINCT run_id FROM badput_minutes)
+    -- only the runs not accounted: gpu_time_of classifies their GPUs' samples and nothing else
+    FROM gpu_time_of(coalesce((SELECT list(DISTINCT run_id) FROM gpu_samples
+                               WHERE run_id NOT IN (SELECT DISTINCT run_id FROM badput_minutes)), []))
     GROUP BY run_id, team, day
 ),
 both_ AS (
