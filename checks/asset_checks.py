@@ -15,7 +15,7 @@ import duckdb
 import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
-from checks import episodes
+from checks import episodes, judgement
 from checks.registry import LINEAGE_COLUMNS, REGISTRY, Signal
 from orchestration import sql
 from orchestration.board_links import BoardResource, report_link
@@ -63,7 +63,11 @@ def evaluate(
         "entity_ids": [evaluated],
         "flagged_ids": [flagged],
     })
-    with transaction(con, new_findings=stored, new_evaluations=marks, new_clearings=cleared):
+    # which entities the signal could judge, and why not the others (checks/judgement.py)
+    judged = judgement.judge(frame, signal.name, signal.entity, signal.entity_column, thresholds).assign(
+        signal=signal.name, partition_start=start)
+    with transaction(con, new_findings=stored, new_evaluations=marks, new_clearings=cleared,
+                     new_judgements=judged[list(judgement.JUDGEMENT_COLUMNS)]):
         sql.run(con, "detect/store_findings", {"signal": signal.name, "start": start})
     return frame, findings
 
@@ -83,6 +87,12 @@ def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, th
         ),
         "thresholds": dg.MetadataValue.json(thresholds),
     }
+    judged = judgement.judge(frame, signal.name, signal.entity, signal.entity_column, thresholds)
+    missing = judged[~judged["judged"].astype(bool)]
+    metadata["entities_judged"] = int(judged["judged"].sum())
+    metadata["entities_not_judged"] = len(missing)
+    if not missing.empty:
+        metadata["not_judged"] = dg.MetadataValue.md(_not_judged_table(missing.head(MAX_LISTED)))
     if not findings.empty:
         shown = findings.head(MAX_LISTED)
         metadata["offending"] = dg.MetadataValue.md(_table(shown))
@@ -107,13 +117,19 @@ def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, th
         description=(
             f"{signal.title}: {findings['entity_id'].nunique()} {signal.entity}(s) flagged"
             if not findings.empty else f"{signal.title}: nothing flagged"
-        ),
+        ) + f" ({judgement.summary(judged, signal.entity)})",
     )
 
 
 def _num(value: float) -> str:
     """Seconds and counts whole; ratios and scores below 100 with three significant digits."""
     return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _not_judged_table(missing: pd.DataFrame) -> str:
+    lines = ["| entity | minutes present | why not judged |", "|---|---|---|"]
+    lines += [f"| {r.entity_id} | {r.minutes} | {r.reason} |" for r in missing.itertuples()]
+    return "\n".join(lines)
 
 
 def _table(findings: pd.DataFrame) -> str:
