@@ -43,6 +43,11 @@ def evaluate(
     ids = episodes.entity_ids(frame, signal.entity, signal.entity_column)
     findings = signal.detector(episodes.with_open_episodes(frame, ids, carried), thresholds)
     findings = episodes.carried_onsets(findings, carried)
+    if signal.entity == "rank" and not findings.empty and "run_id" in frame.columns:
+        # the GPUs of each flagged rank's run: its synchronous peers wait for it (the incident's cost)
+        run_gpus = ids.groupby(frame["run_id"]).nunique()
+        findings = findings.assign(evidence=[{**e, "run_gpus": int(run_gpus.get(r, 0))} if r in run_gpus.index else e
+                                             for e, r in zip(findings["evidence"], findings["run_id"])])
     findings = findings.assign(**{c: None for c in LINEAGE_COLUMNS if c not in findings.columns})
     cleared = episodes.clearings(frame, ids, findings, carried, signal.clearing, signal.name, signal.entity, start)
     cleared = cleared.assign(evidence=cleared["evidence"].map(lambda e: json.dumps(e, sort_keys=True, default=str)))

@@ -1,0 +1,45 @@
+"""Incidents that do not mislead the responder (issue 17 item 8): the cost of a straggler counts the
+GPUs of its whole run, and a later, unrelated straggler of the same run is its own episode."""
+
+import json
+
+import pandas as pd
+
+from assets.incidents import Lifecycle, fold
+from tests.test_lifecycle import evaluated, finding
+
+LIFE = Lifecycle(window_seconds=300, resolve_after_windows=2, escalate_gpu_hours={"SEV2": 8.0, "SEV1": 32.0})
+
+
+def _straggler(rank, onset, last, run="llm", run_gpus=64):
+    f = finding("straggler_rank", "rank", f"{run}/rank-{rank}", onset, onset + 3, last, run_id=run, rank=rank,
+                hosts=[f"node-{rank // 8}"], gpus=[f"node-{rank // 8}:{rank % 8}"], value=2.0)
+    f["evidence"] = json.dumps({"value": 2.0, "run_gpus": run_gpus})
+    return f
+
+
+def _fold(found, until=240):
+    return fold(pd.DataFrame(found), evaluated("straggler_rank", until), LIFE)[0].sort_values("onset").reset_index(drop=True)
+
+
+def test_a_straggler_on_a_64_gpu_run_costs_the_runs_gpu_hours_and_escalates():
+    (big,) = _fold([_straggler(3, 0, 40)]).to_dict("records")
+    assert big["gpu_hours_at_risk"] == round(64 * 40 / 60, 3)             # the whole run waits for rank 3
+    assert (big["tier"], big["default_tier"]) == ("SEV1", "SEV2") and "reached 32" in big["tier_reason"]
+    assert json.loads(big["evidence"])["gpus_at_risk"] == 64 and big["gpus"] == ["node-0:3"]
+
+
+def test_a_straggler_on_a_small_run_stays_cheap():
+    (small,) = _fold([_straggler(3, 0, 40, run="tiny", run_gpus=4)]).to_dict("records")
+    assert small["gpu_hours_at_risk"] == round(4 * 40 / 60, 3) and small["tier"] == "SEV2"
+
+
+def test_an_unrelated_straggler_later_in_the_run_is_a_new_problem_not_a_reopening():
+    first, other = _fold([_straggler(3, 0, 20), _straggler(5, 120, 140)]).to_dict("records")
+    assert (other["episode"], other["previous_incident_id"]) == (1, None)
+    assert first["incident_id"] != other["incident_id"]
+
+
+def test_the_same_rank_straggling_again_reopens_its_episode():
+    first, again = _fold([_straggler(3, 0, 20), _straggler(3, 120, 140)]).to_dict("records")
+    assert (again["episode"], again["previous_incident_id"]) == (2, first["incident_id"])
