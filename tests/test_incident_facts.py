@@ -43,3 +43,23 @@ def test_an_unrelated_straggler_later_in_the_run_is_a_new_problem_not_a_reopenin
 def test_the_same_rank_straggling_again_reopens_its_episode():
     first, again = _fold([_straggler(3, 0, 20), _straggler(3, 120, 140)]).to_dict("records")
     assert (again["episode"], again["previous_incident_id"]) == (2, first["incident_id"])
+
+
+def _gpu_incident(iid, signal, gpu, onset, last):
+    t0 = pd.Timestamp("2026-11-30")
+    return {"incident_id": iid, "signal": signal, "onset": t0 + pd.Timedelta(minutes=onset),
+            "last_seen": t0 + pd.Timedelta(minutes=last), "run_id": None, "gpus": [gpu], "hosts": [gpu.split(":")[0]]}
+
+
+def test_ecc_errors_and_an_xid_79_on_one_gpu_15_minutes_apart_are_one_event():
+    from assets.correlation import correlate, fast_correlate
+
+    frame = pd.DataFrame([
+        _gpu_incident("inc-ecc", "gpu_ecc_error", "node-0:3", 0, 2),
+        _gpu_incident("inc-xid", "gpu_xid_fatal", "node-0:3", 17, 20),          # same GPU, 15 min later: one event
+        _gpu_incident("inc-near", "gpu_xid_fatal", "node-0:4", 17, 20),         # its neighbour: another device
+        _gpu_incident("inc-later", "gpu_ecc_error", "node-0:3", 150, 152),      # same GPU, hours later: another event
+    ])
+    ids = correlate(frame, LIFE.gap)
+    assert ids == fast_correlate(frame, LIFE.gap)
+    assert ids[0] == ids[1] and len({ids[0], ids[2], ids[3]}) == 3
