@@ -49,6 +49,9 @@ def evaluate(
         findings = findings.assign(evidence=[{**e, "run_gpus": int(run_gpus.get(r, 0))} if r in run_gpus.index else e
                                              for e, r in zip(findings["evidence"], findings["run_id"])])
     findings = findings.assign(**{c: None for c in LINEAGE_COLUMNS if c not in findings.columns})
+    if signal.entity == "gpu" and not findings.empty:
+        findings = findings.assign(run_id=[r if isinstance(r, str) and r else allocated_run(con, e, o)
+                                           for r, e, o in zip(findings["run_id"], findings["entity_id"], findings["onset"])])
     cleared = episodes.clearings(frame, ids, findings, carried, signal.clearing, signal.name, signal.entity, start)
     cleared = cleared.assign(evidence=cleared["evidence"].map(lambda e: json.dumps(e, sort_keys=True, default=str)))
     stored = findings.assign(
@@ -75,6 +78,19 @@ def evaluate(
                      new_judgements=judged[list(judgement.JUDGEMENT_COLUMNS)]):
         sql.run(con, "detect/store_findings", {"signal": signal.name, "start": start})
     return frame, findings
+
+
+ALLOCATION_MINUTES = 30   # a GPU still counts as its run's this long after the run's last record on it
+
+
+def allocated_run(con: duckdb.DuckDBPyConnection, gpu: str, at) -> str | None:
+    """The run `gpu` ("host:index") was allocated to at `at`, for a GPU finding that names none."""
+    host, _, index = str(gpu).rpartition(":")
+    if not host or not index.isdigit() or pd.isna(at):
+        return None
+    row = sql.run(con, "incidents/gpu_allocation", {"host": host, "gpu": int(index), "at": pd.Timestamp(at),
+                                                    "within_minutes": ALLOCATION_MINUTES}).fetchone()
+    return row[0] if row else None
 
 
 def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, thresholds: dict,

@@ -63,3 +63,17 @@ def test_ecc_errors_and_an_xid_79_on_one_gpu_15_minutes_apart_are_one_event():
     ids = correlate(frame, LIFE.gap)
     assert ids == fast_correlate(frame, LIFE.gap)
     assert ids[0] == ids[1] and len({ids[0], ids[2], ids[3]}) == 3
+
+
+def test_an_xid_79_names_the_run_its_gpu_was_allocated_to_and_an_idle_gpu_names_none(tmp_path):
+    from tests.test_detectors_gpu import counter_findings, samples
+
+    def fell_off(gpu, run):
+        """Samples name `run` until the XID 79 at 20 min (on a minute boundary); after it the GPU is off the bus (no run known)."""
+        frame = samples("n", gpu, xid_errors_total=lambda s: 0 if s < 1200 else 1,
+                        last_xid=lambda s: None if s < 1200 else 79)
+        return frame.assign(run_id=[run if t < pd.Timestamp("2026-11-30 10:20:00") else None for t in frame["time"]])
+
+    found = counter_findings(tmp_path, "gpu_xid_fatal", [fell_off(3, "llm"), fell_off(4, None)]).set_index("entity_id")
+    assert found.loc["n:3", "run_id"] == "llm"          # filled from the allocation
+    assert found.loc["n:4", "run_id"] is None           # a GPU no run held: none to name
