@@ -301,7 +301,7 @@ def _incident(signal, entity_type, entity_id, episode: pd.DataFrame, number: int
         **evidence,
         "run_id": run_id, "entity_id": entity_id, "ranks": _ranks_text(ranks) or "none",
         "hosts": ", ".join(hosts), "gpus": ", ".join(gpus), "gpu_count": len(gpus),
-        "checkpoint": checkpoint or "none recorded", "gpu_hours": round(gpu_hours, 2), "tier": final_tier,
+        "checkpoint": checkpoint or "none that passed its audit", "gpu_hours": round(gpu_hours, 2), "tier": final_tier,
         "episode": number, **{k: v or "none recorded" for k, v in lineage.items()},
     }
     record = {

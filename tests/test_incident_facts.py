@@ -77,3 +77,34 @@ def test_an_xid_79_names_the_run_its_gpu_was_allocated_to_and_an_idle_gpu_names_
     found = counter_findings(tmp_path, "gpu_xid_fatal", [fell_off(3, "llm"), fell_off(4, None)]).set_index("entity_id")
     assert found.loc["n:3", "run_id"] == "llm"          # filled from the allocation
     assert found.loc["n:4", "run_id"] is None           # a GPU no run held: none to name
+
+
+def _checkpoint_warehouse(tmp_path, status_1200):
+    """train-x saved step 600 (audit ok) and step 1200 (audit `status_1200`), then lost rank 3."""
+    from orchestration.warehouse import WarehouseResource
+
+    t0 = pd.Timestamp("2026-11-30")
+    events = pd.DataFrame([{"time": t0 + pd.Timedelta(minutes=m), "event": "checkpoint_saved", "run_id": "train-x",
+                            "step": step, "checkpoint_path": f"checkpoints/train-x/step-{step:06d}", "payload": "{}",
+                            "source_file": "t", "source_line": i} for i, (m, step) in enumerate([(10, 600), (30, 1200)])])
+    audits = pd.DataFrame([{"partition_start": t0, "checkpoint": f"train-x/step-{step:06d}",
+                            "path": f"/h/checkpoints/train-x/step-{step:06d}",
+                            "recorded_path": f"checkpoints/train-x/step-{step:06d}", "run_id": "train-x", "step": step,
+                            "format": "safetensors", "saved_at": t0, "is_new": True, "source": "both", "status": status,
+                            "files": 2, "bytes": 10, "files_hashed": 2, "bytes_hashed": 10, "problems": 0,
+                            "audited_at": t0} for step, status in ((600, "ok"), (1200, status_1200))])
+    found = pd.DataFrame([finding("rank_dropout", "rank", "train-x/rank-3", 45, 47, 55, run_id="train-x", rank=3,
+                                  hosts=["node-0"], gpus=["node-0:3"])]).drop(columns=["checkpoint_step"])
+    warehouse = WarehouseResource(path=str(tmp_path / f"w-{status_1200}.duckdb"))
+    with warehouse.connect() as con:
+        for table, frame in (("lineage_events", events), ("checkpoint_audits", audits), ("findings", found)):
+            con.register("rows", frame)
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM rows")
+            con.unregister("rows")
+        from orchestration import sql
+        return sql.frame(con, "incidents/findings")["checkpoint"].iloc[0]
+
+
+def test_the_dropout_names_the_last_checkpoint_that_passed_its_audit_not_the_corrupt_one(tmp_path):
+    assert _checkpoint_warehouse(tmp_path, "failed") == "checkpoints/train-x/step-000600"
+    assert _checkpoint_warehouse(tmp_path, "ok") == "checkpoints/train-x/step-001200"       # the look-alike
