@@ -105,3 +105,14 @@ def test_a_member_resolving_alone_sends_nothing_and_a_new_member_after_the_end_i
     assert [n["transition"] for n in notes] == ["opened", "resolved", "opened"]
     assert [n["incident_id"] for n in notes] == ["inc-a", "inc-a", "inc-c"]
     assert pages(notes) == 2
+
+
+def test_a_correlated_incident_beginning_long_after_is_a_new_event_and_pages_again():
+    """The same run: a checkpoint went bad at 00:00 and stays open; a hang begins at 02:00 (another
+    event on the same correlation group). Members of one event begin within the event window."""
+    bad = dict(_t("inc-ckpt", "opened", 1), onset="2026-11-30T00:00:00")
+    hang = dict(_t("inc-hang", "opened", 125), onset="2026-11-30T02:00:00")
+    peers = dict(_t("inc-peers", "opened", 125.5), onset="2026-11-30T02:00:30")
+    notes, _ = notifications([bad, hang, peers], G, NOW)
+    assert [n["incident_id"] for n in notes] == ["inc-ckpt", "inc-hang"] and pages(notes) == 2
+    assert {m["incident_id"] for m in notes[1]["group_members"]} == {"inc-hang", "inc-peers"}

@@ -77,6 +77,7 @@ class Grouping(_Strict):
     group_by: Literal["correlation", "incident"] = "correlation"   # `incident`: every incident pages on its own
     group_wait_seconds: float = Field(60.0, ge=0)        # data time the first notification waits for its group's members
     group_interval_seconds: float = Field(300.0, ge=0)   # later member transitions are batched this long into one update
+    event_window_seconds: float = Field(300.0, ge=0)     # correlated onsets this close are one event (one page)
 
 
 class Monitor(_Strict):

@@ -3,8 +3,11 @@ the way Alertmanager groups alerts (group key, group_wait, group_interval), whil
 keeps its own record and lifecycle in the warehouse.
 
 Per sink, after routing: the group key is the incident's correlation id (`assets/correlation.py`;
-an incident without one and an alert about Goodput itself are groups of their own). A group's
-member transitions, in data-time order, make its notifications:
+an incident without one and an alert about Goodput itself are groups of their own), split into
+events by onset (incidents whose onsets follow each other within `event_window` are one event: an
+XID 79, the rank it killed, the peers hung behind it; a hang hours after a checkpoint of the same
+run went bad is another event and pages on its own). An event's member transitions, in data-time
+order, make its notifications:
 
 - the first takes every member transition within `group_wait` of the group's first one: it is sent
   under the group's anchor (the first member's incident id, or the member this sink already heard
@@ -53,6 +56,8 @@ def notifications(alerts: Iterable[Mapping], grouping: Grouping, now: float,
     groups: dict[str, list[Mapping]] = {}
     for alert in alerts:
         groups.setdefault(group_key(alert, grouping), []).append(alert)
+    groups = {f"{key}#{n}": members for key, group in groups.items()
+              for n, members in enumerate(_events(group, grouping.event_window_seconds))}
     due: list[tuple[float, str, dict]] = []
     held = 0
     for members in groups.values():
@@ -61,6 +66,30 @@ def notifications(alerts: Iterable[Mapping], grouping: Grouping, now: float,
             due.extend((_at(n), n["incident_id"], n) for n in sent)
             held += waiting
     return [n for _, _, n in sorted(due, key=lambda d: (d[0], d[1]))], held
+
+
+def _onset(alert: Mapping) -> float:
+    return _at({"transition_at": alert.get("onset") or alert.get("transition_at")})
+
+
+def _events(group: list[Mapping], window: float) -> list[list[Mapping]]:
+    """A correlation group's transitions split into events: incidents whose onsets follow each other
+    within `window` are one event (an XID 79, the rank it killed, the peers hung behind it); one that
+    begins later is a new event on the same run or GPU (a hang long after a checkpoint went bad), and
+    pages on its own."""
+    onsets = sorted({(_onset(a), a["incident_id"]) for a in group})
+    event_of: dict[str, int] = {}
+    last = None
+    for onset, incident in onsets:
+        if incident in event_of:
+            continue
+        number = max(event_of.values(), default=-1) + (last is None or onset - last > window)
+        event_of[incident] = number
+        last = onset if last is None or onset - last > window else max(last, onset)
+    events: dict[int, list[Mapping]] = {}
+    for alert in group:
+        events.setdefault(event_of[alert["incident_id"]], []).append(alert)
+    return [events[n] for n in sorted(events)]
 
 
 def _episodes(transitions: list[Mapping]) -> Iterable[list[Mapping]]:
