@@ -13,8 +13,8 @@ as `goodput demo`), then reports:
   grouping.py), mean over those faults (target 1.0), and the same with grouping off
   (`group_by: incident`, one page per incident: the behaviour before);
 - judged: from table `judgements`, the share of (signal, entity, hour) evaluations that judged the
-  entity, the share of entity-hours some signal judged, the share of entity-minutes judged, and
-  the not-judged reasons by signal.
+  entity, the share of entity-hours some signal judged, the share of entity-minutes some signal
+  judged, the share of (signal, entity) minutes judged, and the not-judged reasons by signal.
 """
 
 from __future__ import annotations
@@ -108,6 +108,7 @@ def judged_share(con) -> dict:
         "entity_hours_judged_share": round(float(hours.mean()), 4),
         "entity_hours_judged_by_none": int((~hours).sum()),
         "entity_minutes_judged_share": round(float(minutes["judged_minutes"].sum() / max(minutes["minutes"].sum(), 1)), 4),
+        "signal_entity_minutes_judged_share": round(float(j["judged_minutes"].sum() / max(j["minutes"].sum(), 1)), 4),
         "by_entity_type": {t: round(float(v), 4) for t, v in hours.groupby(level="entity_type").mean().items()},
         "reasons": reasons,
     }
