@@ -43,11 +43,8 @@ def evaluate(
     ids = episodes.entity_ids(frame, signal.entity, signal.entity_column)
     findings = signal.detector(episodes.with_open_episodes(frame, ids, carried), thresholds)
     findings = episodes.carried_onsets(findings, carried)
-    if signal.entity == "rank" and not findings.empty and "run_id" in frame.columns:
-        # the GPUs of each flagged rank's run: its synchronous peers wait for it (the incident's cost)
-        run_gpus = ids.groupby(frame["run_id"]).nunique()
-        findings = findings.assign(evidence=[{**e, "run_gpus": int(run_gpus.get(r, 0))} if r in run_gpus.index else e
-                                             for e, r in zip(findings["evidence"], findings["run_id"])])
+    if signal.entity == "rank":
+        findings = with_run_gpus(findings, frame, ids)
     findings = findings.assign(**{c: None for c in LINEAGE_COLUMNS if c not in findings.columns})
     if signal.entity == "gpu" and not findings.empty:
         findings = findings.assign(run_id=[r if isinstance(r, str) and r else allocated_run(con, e, o)
@@ -78,6 +75,16 @@ def evaluate(
                      new_judgements=judged[list(judgement.JUDGEMENT_COLUMNS)]):
         sql.run(con, "detect/store_findings", {"signal": signal.name, "start": start})
     return frame, findings
+
+
+def with_run_gpus(findings: pd.DataFrame, frame: pd.DataFrame, ids: pd.Series) -> pd.DataFrame:
+    """Rank findings with `run_gpus` in their evidence: the ranks (GPUs) of their run in the frame.
+    A rank's fault stalls its synchronous peers, so the incident's cost counts them all."""
+    if findings.empty or "run_id" not in frame.columns:
+        return findings
+    run_gpus = ids.groupby(frame["run_id"]).nunique()
+    return findings.assign(evidence=[{**e, "run_gpus": int(run_gpus[r])} if r in run_gpus.index else e
+                                     for e, r in zip(findings["evidence"], findings["run_id"])])
 
 
 ALLOCATION_MINUTES = 30   # a GPU still counts as its run's this long after the run's last record on it

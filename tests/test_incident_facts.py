@@ -108,3 +108,13 @@ def _checkpoint_warehouse(tmp_path, status_1200):
 def test_the_dropout_names_the_last_checkpoint_that_passed_its_audit_not_the_corrupt_one(tmp_path):
     assert _checkpoint_warehouse(tmp_path, "failed") == "checkpoints/train-x/step-000600"
     assert _checkpoint_warehouse(tmp_path, "ok") == "checkpoints/train-x/step-001200"       # the look-alike
+
+
+def test_the_check_records_how_many_gpus_a_flagged_ranks_run_holds():
+    from checks.asset_checks import with_run_gpus
+    from checks.episodes import entity_ids
+
+    frame = pd.DataFrame({"run_id": ["big"] * 64 + ["small"] * 4, "rank": list(range(64)) + list(range(4))})
+    found = pd.DataFrame({"run_id": ["big", "small"], "evidence": [{"value": 2.0}, {"value": 2.0}]})
+    out = with_run_gpus(found, frame, entity_ids(frame, "rank", "entity_id"))
+    assert [e["run_gpus"] for e in out["evidence"]] == [64, 4]
