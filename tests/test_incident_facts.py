@@ -118,3 +118,7 @@ def test_the_check_records_how_many_gpus_a_flagged_ranks_run_holds():
     found = pd.DataFrame({"run_id": ["big", "small"], "evidence": [{"value": 2.0}, {"value": 2.0}]})
     out = with_run_gpus(found, frame, entity_ids(frame, "rank", "entity_id"))
     assert [e["run_gpus"] for e in out["evidence"]] == [64, 4]
+
+
+def test_a_passed_checkpoint_is_named_before_a_newer_one_never_audited(tmp_path):
+    assert _checkpoint_warehouse(tmp_path, "not_audited") == "checkpoints/train-x/step-000600"   # a passed one first
