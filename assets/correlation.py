@@ -1,5 +1,9 @@
 """Correlation of incidents: those overlapping in time on the same run, GPU or host share one id.
 
+Overlap is [onset, last seen + gap] (the resolve gap) on a run or host; on one GPU it is wider,
+`GPU_WINDOW`: a failing device shows its faults minutes apart (uncorrectable ECC errors and row
+remapping before the XID 79 that drops it off the bus), one event of one piece of hardware.
+
 `correlate` is the definition (every pair); `fast_correlate` gives the same ids in O(n log n) by a
 sweep per run, GPU and host, for the incremental fold (tests/test_fold_incremental.py holds them equal).
 """
@@ -9,6 +13,10 @@ from __future__ import annotations
 import pandas as pd
 from scipy.cluster.hierarchy import DisjointSet
 
+# One GPU's faults this close belong to one hardware event (ECC errors precede an XID 79/48 by tens
+# of minutes); wider than the resolve gap, which only bridges a detector's own flicker.
+GPU_WINDOW = pd.Timedelta(minutes=30)
+
 
 def correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | None]:
     """A correlation id per incident: incidents overlapping in time on the same run, GPU or host
@@ -16,15 +24,17 @@ def correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | None]:
     Pairwise, O(n^2): the definition `fast_correlate` is tested against."""
     groups = DisjointSet(range(len(incidents)))
     rows = incidents.to_dict("records")
+    gpu_gap = max(gap, GPU_WINDOW)
     for i, a in enumerate(rows):
         for j in range(i + 1, len(rows)):
             b = rows[j]
-            if a["onset"] > b["last_seen"] + gap or b["onset"] > a["last_seen"] + gap:
+            if a["onset"] > b["last_seen"] + gpu_gap or b["onset"] > a["last_seen"] + gpu_gap:
                 continue
+            near = not (a["onset"] > b["last_seen"] + gap or b["onset"] > a["last_seen"] + gap)
             same_run = a["run_id"] is not None and a["run_id"] == b["run_id"]
             same_gpu = bool(set(a["gpus"]) & set(b["gpus"]))
             same_host = (not a["gpus"] or not b["gpus"]) and bool(set(a["hosts"]) & set(b["hosts"]))
-            if same_run or same_gpu or same_host:
+            if same_gpu or (near and (same_run or same_host)):
                 groups.merge(i, j)
     return _named(incidents, groups)
 
@@ -37,7 +47,9 @@ def fast_correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | Non
     union = groups.merge
 
     onset = list(incidents["onset"])
-    end = [ls + gap for ls in incidents["last_seen"]]
+    near_end = [ls + gap for ls in incidents["last_seen"]]
+    gpu_end = [ls + max(gap, GPU_WINDOW) for ls in incidents["last_seen"]]
+    end = near_end
     runs, gpus, hosts_free, hosts_held = {}, {}, {}, {}
     for i, (run, g, h) in enumerate(zip(incidents["run_id"], incidents["gpus"], incidents["hosts"])):
         if run is not None and not (isinstance(run, float) and pd.isna(run)):
@@ -47,7 +59,7 @@ def fast_correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | Non
         for host in set(h if h is not None else []):
             (hosts_held if (g is not None and len(g)) else hosts_free).setdefault(host, []).append(i)
 
-    def sweep(members):
+    def sweep(members, end=near_end):
         """Merged stretches of overlapping intervals: [(start, end, [members])]."""
         blocks = []
         for i in sorted(members, key=lambda m: onset[m]):
@@ -59,8 +71,10 @@ def fast_correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | Non
                 blocks.append([onset[i], end[i], [i]])
         return blocks
 
-    for members in (*runs.values(), *gpus.values()):
+    for members in runs.values():
         sweep(members)
+    for members in gpus.values():
+        sweep(members, gpu_end)
     for host, free in hosts_free.items():
         blocks = sweep(free)
         for i in hosts_held.get(host, []):

@@ -231,8 +231,13 @@ def fold_group(signal, entity_type: str, entity_id: str, group: pd.DataFrame, sp
                lifecycle: Lifecycle = Lifecycle()) -> tuple[list[dict], list[dict]]:
     """The incidents and transitions of one (signal, entity) group: a pure function of the group's
     findings, its clearings and the signal's evaluated spans (`evaluated_spans(...)[signal]`)."""
-    incidents, transitions, previous = [], [], None
-    for number, episode in enumerate(_episodes(group.sort_values(ORDER, kind="stable"), lifecycle.gap), 1):
+    incidents, transitions, earlier = [], [], []
+    for episode in _episodes(group.sort_values(ORDER, kind="stable"), lifecycle.gap):
+        # an episode reopens the latest earlier one of the same members (ranks of a run): another
+        # rank straggling later in the run is a new problem, episode 1, not a reopening
+        members = set(episode["entity_id"])
+        before = next((e for e in reversed(earlier) if e[0] & members), None)
+        number, previous = (before[1] + 1, before[2]) if before else (1, None)
         last_seen = episode["last_seen"].max()
         clearing = None
         if clearings is not None and not clearings.empty:
@@ -241,7 +246,7 @@ def fold_group(signal, entity_type: str, entity_id: str, group: pd.DataFrame, sp
         inc, trans = _incident(signal, entity_type, entity_id, episode, number, previous, spans, lifecycle, clearing)
         incidents.append(inc)
         transitions.extend(trans)
-        previous = inc["incident_id"]
+        earlier.append((members, number, inc["incident_id"]))
     return incidents, transitions
 
 
@@ -275,10 +280,16 @@ def _incident(signal, entity_type, entity_id, episode: pd.DataFrame, number: int
     resolved = clearing is not None and _clean_through(spans, last_seen, last_seen + gap)
     resolved_at = max(last_seen + gap, pd.Timestamp(clearing["cleared_at"])) if resolved else pd.NaT
     resolution = _resolution(clearing) if resolved else None
-    gpu_hours = len(gpus) * (last_seen - onset).total_seconds() / 3600
+    # a rank's fault stalls its whole synchronous run: the cost counts every GPU of the run (the check
+    # records how many it saw, `run_gpus`), so escalation by cost can fire for a straggler on a large run
+    run_gpus = [int(_evidence(e).get("run_gpus") or 0) for e in episode["evidence"]] if grouped else []
+    at_risk = max([len(gpus), *run_gpus])
+    if at_risk > len(gpus):
+        evidence["gpus_at_risk"] = at_risk
+    gpu_hours = at_risk * (last_seen - onset).total_seconds() / 3600
     checkpoint = episode["checkpoint"].dropna().iloc[0] if episode["checkpoint"].notna().any() else None
     iid = incident_id(signal.name, entity_id, onset)
-    opened_tier, opened_reason, escalations = _tier_history(signal.tier, onset, opened, last_seen, len(gpus), lifecycle,
+    opened_tier, opened_reason, escalations = _tier_history(signal.tier, onset, opened, last_seen, at_risk, lifecycle,
                                                             signal.name)
     final_tier, final_reason = (escalations[-1][1], escalations[-1][2]) if escalations else (opened_tier, opened_reason)
     run_id = latest["run_id"] if isinstance(latest["run_id"], str) else None
@@ -290,7 +301,7 @@ def _incident(signal, entity_type, entity_id, episode: pd.DataFrame, number: int
         **evidence,
         "run_id": run_id, "entity_id": entity_id, "ranks": _ranks_text(ranks) or "none",
         "hosts": ", ".join(hosts), "gpus": ", ".join(gpus), "gpu_count": len(gpus),
-        "checkpoint": checkpoint or "none recorded", "gpu_hours": round(gpu_hours, 2), "tier": final_tier,
+        "checkpoint": checkpoint or "none that passed its audit", "gpu_hours": round(gpu_hours, 2), "tier": final_tier,
         "episode": number, **{k: v or "none recorded" for k, v in lineage.items()},
     }
     record = {
@@ -310,7 +321,7 @@ def _incident(signal, entity_type, entity_id, episode: pd.DataFrame, number: int
     }
 
     def cost_at(at):
-        return round(len(gpus) * (at - onset).total_seconds() / 3600, 3)
+        return round(at_risk * (at - onset).total_seconds() / 3600, 3)
 
     trans = [(iid, 0, "opened", opened, opened_tier, opened_reason, cost_at(opened))]
     for at, target, why in escalations:
@@ -320,6 +331,10 @@ def _incident(signal, entity_type, entity_id, episode: pd.DataFrame, number: int
                       f"{resolution}; no finding in {lifecycle.resolve_after_windows} clean evaluated window(s) "
                       f"after {last_seen:%Y-%m-%d %H:%M:%S}", cost_at(last_seen)))
     return record, [dict(zip(TRANSITION_COLUMNS, t)) for t in trans]
+
+
+def _evidence(value) -> dict:
+    return json.loads(value) if isinstance(value, str) else dict(value or {})
 
 
 def _latest(episode: pd.DataFrame, column: str) -> str | None:

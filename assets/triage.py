@@ -15,7 +15,9 @@ quality family it
      capacity incident on the same endpoint overlaps it (the queue explains the wait);
   2. regression_after_promotion: the endpoint was promoted to a new version at most `window`
      before the onset (or up to `slack` after it: minute buckets) and the version it replaced had
-     no incident of the same signal on that endpoint;
+     no incident of the same signal on that endpoint. The onset is the data's: when the
+     incident's own version was promoted inside its evidence window (an hourly quality window
+     starts at the hour, a promotion at :30), its data begins at the promotion (`data_onset`);
      undetermined: promoted within the window, but the replaced version had the same incident
      (the problem predates the promotion);
   3. infrastructure: an error-rate incident whose window holds a server restart (counter reset)
@@ -93,11 +95,12 @@ def classify(inc: dict, incidents: list[dict], versions: pd.DataFrame, window: p
                     and _overlaps(other, inc)):
                 return "infrastructure", (f"capacity incident {other['incident_id']} ({other['signal']}) on {endpoint} "
                                           f"overlaps it: the requests wait in the serving layer")
+    onset, moved = data_onset(inc, versions, endpoint)
     promotion = last_promotion(versions, endpoint, onset, window)
     if promotion is not None:
         before = pd.Timestamp(onset) - pd.Timestamp(promotion["promoted_at"])
         when = (f"{endpoint} was promoted to {promotion['model_version']} at {promotion['promoted_at']}, "
-                f"{_minutes(before)} before the onset")
+                f"{_minutes(before)} before the onset" + (f" ({moved})" if moved else ""))
         previous = _text(promotion["previous_version"])
         earlier = [o for o in incidents
                    if previous is not None and o["signal"] == inc["signal"] and o["model_version"] == previous
@@ -113,6 +116,25 @@ def classify(inc: dict, incidents: list[dict], versions: pd.DataFrame, window: p
     since = f" (serving since {serving['served_from']})" if serving is not None else ""
     return "drift_on_stable_version", (f"no promotion of {endpoint} within {_minutes(window)} before the onset; "
                                        f"{inc['model_version'] or 'its version'}{since} did not change, what it serves did")
+
+
+def data_onset(inc: dict, versions: pd.DataFrame, endpoint: str) -> tuple[pd.Timestamp, str | None]:
+    """When the incident's data begins: its onset, unless its own model version was promoted after
+    that onset and before its last evidence. An hourly quality window (or a version registered
+    before it served) puts the onset at the hour's start, but the promoted version's data, the data
+    the finding judged, starts at the promotion. (onset, why it moved or None)"""
+    onset = pd.Timestamp(inc["onset"])
+    if versions.empty or not _known(inc["model_version"]):
+        return onset, None
+    own = versions[(versions["endpoint"] == endpoint) & (versions["model_version"] == inc["model_version"])
+                   & versions["promoted_at"].notna()]
+    promoted = pd.to_datetime(own["promoted_at"])
+    inside = promoted[(promoted > onset + SLACK) & (promoted <= pd.Timestamp(inc["last_seen"]))]
+    if inside.empty:
+        return onset, None
+    start = inside.min()
+    return start, (f"the finding's window starts {onset}, but {inc['model_version']}'s data, which it judged, "
+                   f"begins at its promotion")
 
 
 def last_promotion(versions: pd.DataFrame, endpoint: str, onset, window: pd.Timedelta):

@@ -4,6 +4,7 @@ its newest day: productive vs wasted GPU-hours by cause. Lists the runs and endp
 
 from __future__ import annotations
 
+import duckdb
 import pandas as pd
 
 from board import charts, db
@@ -31,4 +32,15 @@ def context(con) -> dict:
         "recent": db.records(con, "recent_incidents", {"limit": 8}),
         "runs": db.records(con, "runs"),
         "endpoints": db.records(con, "endpoints"),
+        "not_judged": not_judged(con),
     }
+
+
+def not_judged(con) -> list[dict]:
+    """What the latest evaluated hour could not judge (sql/incidents/not_judged.sql): no incident
+    about those entities is not health."""
+    try:
+        rows = db.cached(con, "incidents/not_judged", None)
+    except duckdb.CatalogException:      # a warehouse from before migration 090
+        return []
+    return [{k: db._none(v) for k, v in r.items()} for r in rows.to_dict("records")]

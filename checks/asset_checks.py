@@ -20,7 +20,7 @@ import duckdb
 import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
-from checks import episodes
+from checks import episodes, judgement
 from checks.registry import LINEAGE_COLUMNS, REGISTRY, Signal
 from checks.toolkit import figure
 from orchestration import sql
@@ -49,7 +49,12 @@ def evaluate(
     ids = episodes.entity_ids(frame, signal.entity, signal.entity_column)
     findings = signal.detector(episodes.with_open_episodes(frame, ids, carried), thresholds)
     findings = episodes.carried_onsets(findings, carried)
+    if signal.entity == "rank":
+        findings = with_run_gpus(findings, frame, ids)
     findings = findings.assign(**{c: None for c in LINEAGE_COLUMNS if c not in findings.columns})
+    if signal.entity == "gpu" and not findings.empty:
+        findings = findings.assign(run_id=[r if isinstance(r, str) and r else allocated_run(con, e, o)
+                                           for r, e, o in zip(findings["run_id"], findings["entity_id"], findings["onset"])])
     cleared = episodes.clearings(frame, ids, findings, carried, signal.clearing, signal.name, signal.entity, start,
                                  clear_minutes=thresholds.get("clear_minutes", 0.0))
     cleared = cleared.assign(evidence=cleared["evidence"].map(lambda e: json.dumps(e, sort_keys=True, default=str)))
@@ -70,9 +75,36 @@ def evaluate(
         "entity_ids": [evaluated],
         "flagged_ids": [flagged],
     })
-    with transaction(con, new_findings=stored, new_evaluations=marks, new_clearings=cleared):
+    # which entities the signal could judge, and why not the others (checks/judgement.py)
+    judged = judgement.judge(frame, signal.name, signal.entity, signal.entity_column, thresholds).assign(
+        signal=signal.name, partition_start=start)
+    with transaction(con, new_findings=stored, new_evaluations=marks, new_clearings=cleared,
+                     new_judgements=judged[list(judgement.JUDGEMENT_COLUMNS)]):
         sql.run(con, "detect/store_findings", {"signal": signal.name, "start": start})
     return frame, findings
+
+
+def with_run_gpus(findings: pd.DataFrame, frame: pd.DataFrame, ids: pd.Series) -> pd.DataFrame:
+    """Rank findings with `run_gpus` in their evidence: the ranks (GPUs) of their run in the frame.
+    A rank's fault stalls its synchronous peers, so the incident's cost counts them all."""
+    if findings.empty or "run_id" not in frame.columns:
+        return findings
+    run_gpus = ids.groupby(frame["run_id"]).nunique()
+    return findings.assign(evidence=[{**e, "run_gpus": int(run_gpus[r])} if r in run_gpus.index else e
+                                     for e, r in zip(findings["evidence"], findings["run_id"])])
+
+
+ALLOCATION_MINUTES = 30   # a GPU still counts as its run's this long after the run's last record on it
+
+
+def allocated_run(con: duckdb.DuckDBPyConnection, gpu: str, at) -> str | None:
+    """The run `gpu` ("host:index") was allocated to at `at`, for a GPU finding that names none."""
+    host, _, index = str(gpu).rpartition(":")
+    if not host or not index.isdigit() or pd.isna(at):
+        return None
+    row = sql.run(con, "incidents/gpu_allocation", {"host": host, "gpu": int(index), "at": pd.Timestamp(at),
+                                                    "within_minutes": ALLOCATION_MINUTES}).fetchone()
+    return row[0] if row else None
 
 
 def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, thresholds: dict,
@@ -88,6 +120,12 @@ def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, th
         "window": dg.MetadataValue.text(_window(frame)),
         "thresholds": dg.MetadataValue.json(thresholds),
     }
+    judged = judgement.judge(frame, signal.name, signal.entity, signal.entity_column, thresholds)
+    missing = judged[~judged["judged"].astype(bool)]
+    metadata["entities_judged"] = int(judged["judged"].sum())
+    metadata["entities_not_judged"] = len(missing)
+    if not missing.empty:
+        metadata["not_judged"] = dg.MetadataValue.md(_not_judged_table(missing.head(MAX_LISTED)))
     if not findings.empty:
         shown = findings.head(MAX_LISTED)
         metadata["offending"] = dg.MetadataValue.md(_table(shown))
@@ -114,7 +152,7 @@ def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, th
         description=(
             f"{signal.title}: {findings['entity_id'].nunique()} {signal.entity}(s) flagged"
             if not findings.empty else f"{signal.title}: nothing flagged"
-        ),
+        ) + f" ({judgement.summary(judged, signal.entity)})",
     )
 
 
@@ -122,6 +160,12 @@ def _window(frame: pd.DataFrame) -> str:
     """The ticks the check judged: the frame's rows inside the partition (`in_window`), not its lookback."""
     judged = frame[frame["in_window"].fillna(False).astype(bool)] if "in_window" in frame.columns else frame
     return f"{judged['tick'].min()} .. {judged['tick'].max()}" if "tick" in judged.columns and not judged.empty else "no data"
+
+
+def _not_judged_table(missing: pd.DataFrame) -> str:
+    lines = ["| entity | minutes present | why not judged |", "|---|---|---|"]
+    lines += [f"| {r.entity_id} | {r.minutes} | {r.reason} |" for r in missing.itertuples()]
+    return "\n".join(lines)
 
 
 def _table(findings: pd.DataFrame) -> str:

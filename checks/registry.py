@@ -9,6 +9,7 @@ Asset checks, docs and scoring are all built from here; nothing else lists signa
 from __future__ import annotations
 
 import functools
+import string
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,9 @@ LINEAGE_COLUMNS = ("endpoint", "model_version", "checkpoint", "triage_class")
 PLAYBOOKS_DIR = Path(__file__).with_name("playbooks")   # one YAML file per family, one entry per signal
 
 
+UNKNOWN = "unknown"
+
+
 @dataclass(frozen=True)
 class Playbook:
     """Ordered diagnostic steps (may use `{evidence}` placeholders), who responds, where it escalates."""
@@ -54,19 +58,56 @@ class Playbook:
     escalation: tuple[str, ...]
 
     def render(self, facts: Mapping[str, object]) -> str:
-        """The playbook as text, placeholders filled from `facts`; unknown placeholders stay visible."""
-        lines = [f"{i}. {step.format_map(_Leave(facts))}" for i, step in enumerate(self.steps, 1)]
-        lines.append(f"Responder: {self.responder}")
-        lines.append("Escalation: " + " -> ".join(self.escalation))
+        """The playbook as text, every placeholder filled from `facts` (steps, responder and
+        escalation alike); a fact that is missing, None, NaN or empty reads "unknown", never
+        "None" or a bare "{placeholder}" a responder would have to guess."""
+        fill = _Facts(facts)
+        lines = [f"{i}. {fill(step)}" for i, step in enumerate(self.steps, 1)]
+        lines.append(f"Responder: {fill(self.responder)}")
+        lines.append("Escalation: " + " -> ".join(fill(e) for e in self.escalation))
         return "\n".join(lines)
 
 
-class _Leave(dict):
-    def __init__(self, facts: Mapping[str, object]):
-        super().__init__(facts)
+def _missing(value: object) -> bool:
+    if value is None or (isinstance(value, str) and value.strip() in ("", "None", "nan", "NaT")):
+        return True
+    if isinstance(value, list | tuple | set | dict):
+        return len(value) == 0
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
 
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
+
+class _Facts(string.Formatter):
+    """str.format over facts: an unknown or missing fact is "unknown"; a format spec a fact cannot
+    take ("{value:.1f}" of "unknown") falls back to the plain value."""
+
+    def __init__(self, facts: Mapping[str, object]):
+        super().__init__()
+        self.facts = facts
+
+    def __call__(self, text: str) -> str:
+        try:
+            return self.vformat(text, (), {})
+        except (ValueError, IndexError):    # a stray brace in a step: leave the text as written
+            return text
+
+    def get_value(self, key, args, kwargs):
+        value = self.facts.get(key) if isinstance(key, str) else None
+        return UNKNOWN if _missing(value) else value
+
+    def get_field(self, field_name, args, kwargs):
+        try:
+            return super().get_field(field_name, args, kwargs)
+        except (AttributeError, KeyError, IndexError, TypeError):
+            return UNKNOWN, field_name
+
+    def format_field(self, value, format_spec):
+        try:
+            return super().format_field(value, format_spec)
+        except (ValueError, TypeError):
+            return str(value)
 
 
 @dataclass(frozen=True)

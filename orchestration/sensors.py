@@ -113,7 +113,7 @@ def mirror_attempts(warehouse: WarehouseResource, alerting: AlertingResource) ->
 
 def run_alerts(context, alerting: AlertingResource, alerts: list[dict]) -> str:
     """Deliver what is pending among `alerts` and say what happened."""
-    pending = alerting.pending(alerts)
+    pending = alerting.pending(alerts, clock=utcnow)
     if not pending:
         return "no new incident transitions"
     # per-alert lines at debug (the tick's summary says what happened); failures are warnings
@@ -149,7 +149,7 @@ def incident_alerts(context: dg.SensorEvaluationContext, warehouse: WarehouseRes
             alert.update(alert_links(alerting.board_url, alert))   # the incident's page on the board
         everything = sorted(alerts + alerting.monitor_alerts(), key=lambda a: (a.get("transition_at") or "", a["incident_id"]))
         message = run_alerts(context, alerting, everything)
-        settled = not alerting.pending(alerts)
+        settled = not alerting.pending(alerts, clock=utcnow)
     except AlertingConfigError as error:
         return dg.SkipReason(str(error))
     if digest is not None and (alerts or not state.get("settled")):

@@ -173,3 +173,16 @@ def test_the_fold_triages_and_does_not_tie_the_endpoint_to_the_training_run():
     assert (serving["run_id"], serving["checkpoint"]) == ("train-a", CKPT)
     assert serving["correlation_id"] != inc.loc["busy_not_progressing", "correlation_id"]
     assert inc.loc["busy_not_progressing", "triage_class"] is None
+
+
+def test_a_promotion_in_the_middle_of_an_hourly_window_is_a_regression_not_drift():
+    """v2 promoted at 10:00; the hourly drift finding on v2 covers 09:30-10:29 (onset at the window's
+    start, 30 min before the promotion, outside the tolerance): its data is v2's, from 10:00."""
+    got = one(incident(signal="input_drift", family="quality", onset=90, last=149))
+    assert got["triage_class"] == "regression_after_promotion"
+    assert "begins at its promotion" in json.loads(got["evidence"])["triage_reason"]
+
+
+def test_an_hourly_window_on_a_version_promoted_long_before_stays_drift_on_a_stable_version():
+    got = one(incident(signal="input_drift", family="quality", onset=400, last=459))   # v2 since 10:00, onset 14:40
+    assert got["triage_class"] == "drift_on_stable_version"

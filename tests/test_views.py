@@ -32,6 +32,7 @@ VIEWS = {"runs", "stall_windows", "restarts", "gpu_time", "goodput", "run_health
          "badput_by_run", "badput_by_team_day", "badput_by_cause", "restart_badput", "incident_restart_cost",
          "incident_timeline", "checkpoint_status", "restart_cost", "serving_versions", "drift_history"}
 VIEWS |= {"monitor_incidents", "open_incident_groups"}   # the monitor's incidents; GPU-hours at risk per correlated group
+VIEWS |= {"judged_entities", "unjudged_entities"}         # what the checks could judge, and the entity-hours none could
 HOURS = ("2026-11-30-00:00", "2026-11-30-01:00")
 
 

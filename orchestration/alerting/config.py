@@ -71,6 +71,15 @@ class Retry(_Strict):
     tick_budget_seconds: float = Field(40.0, gt=0)
 
 
+class Grouping(_Strict):
+    """One notification per event (orchestration/alerting/grouping.py), Alertmanager's knobs."""
+
+    group_by: Literal["correlation", "incident"] = "correlation"   # `incident`: every incident pages on its own
+    group_wait_seconds: float = Field(60.0, ge=0)        # data time the first notification waits for its group's members
+    group_interval_seconds: float = Field(300.0, ge=0)   # later member transitions are batched this long into one update
+    event_window_seconds: float = Field(300.0, ge=0)     # correlated onsets this close are one event (one page)
+
+
 class Monitor(_Strict):
     tier: str = "SEV2"
     owner: str = "platform"
@@ -86,6 +95,7 @@ class AlertingConfig(_Strict):
     sinks: dict[str, SinkSpec]
     routes: list[Route]
     retry: Retry = Retry()
+    grouping: Grouping = Grouping()
     monitor: Monitor = Monitor()
 
     @model_validator(mode="after")

@@ -27,6 +27,7 @@ import httpx
 import tenacity
 
 from orchestration.alerting.config import AlertingConfig, Retry, SinkSpec
+from orchestration.alerting.grouping import notifications
 from orchestration.alerting.journal import AlertJournal, append_jsonl, backoff_until, finished, latest_sent, read_jsonl
 from orchestration.alerting.payloads import TRANSITION_ORDER, dedup_key, pagerduty_event, slack_message, summary, webhook_body
 
@@ -141,7 +142,9 @@ def deliver(
     warn: Callable[[str], None] | None = None,
     transport: httpx.BaseTransport | None = None,
 ) -> dict:
-    """Send each alert (oldest first) to each sink its routes name, unless the journal says it is done.
+    """Send each alert (oldest first) to each sink its routes name, unless the journal says it is done;
+    correlated incidents' transitions go to a sink as one notification per event (grouping.py), so
+    `alerts` must be every transition, not only the undelivered ones.
 
     Returns counts: delivered, failed (sinks left with pending alerts), rejected, unconfirmed,
     superseded, skipped (inactive sinks), waiting (alerts left for a later tick)."""
@@ -156,7 +159,11 @@ def deliver(
     with http_client(retry, transport) as client:
         for name, spec in config.sinks.items():
             sink = Sink(name, spec, file_path, ui)
-            mine = [a for a in alerts if name in config.route(a) and (name, dedup_key(a)) not in done]
+            # one notification per event: the sink's routed transitions grouped by correlation (grouping.py)
+            notified = {incident for (s, incident) in sent if s == name}
+            grouped, held = notifications([a for a in alerts if name in config.route(a)], config.grouping, clock(), notified)
+            mine = [a for a in grouped if (name, dedup_key(a)) not in done]
+            result["waiting"] += held
             if not mine:
                 continue
             try:

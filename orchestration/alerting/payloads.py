@@ -6,13 +6,24 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 
 PAGERDUTY_SEVERITY = {"SEV1": "critical", "SEV2": "error", "SEV3": "warning"}   # anything else: info
-TRANSITION_EMOJI = {"opened": ":rotating_light:", "escalated": ":arrow_double_up:", "resolved": ":white_check_mark:"}
+TRANSITION_EMOJI = {"opened": ":rotating_light:", "escalated": ":arrow_double_up:", "updated": ":heavy_plus_sign:",
+                    "resolved": ":white_check_mark:"}
 # An incident's transitions in the order they happen: a sink never gets an earlier one after a later one.
-TRANSITION_ORDER = {"opened": 0, "escalated": 1, "resolved": 2}
+# `updated`: a grouped notification's later batch (orchestration/alerting/grouping.py).
+TRANSITION_ORDER = {"opened": 0, "escalated": 1, "updated": 1, "resolved": 2}
 
 
 def dedup_key(alert: Mapping) -> str:
-    return f"{alert['incident_id']}:{alert['transition']}"
+    """What a sink hears once: an incident's transition, or a grouped notification's own key."""
+    return alert.get("notification_key") or f"{alert['incident_id']}:{alert['transition']}"
+
+
+def member_lines(alert: Mapping, limit: int = 20) -> list[str]:
+    """A grouped notification's members, most urgent first: `[SEV1] open: title (incident id)`."""
+    members = alert.get("group_members") or []
+    lines = [f"[{m.get('tier')}] {m.get('status')}{' (new)' if m.get('new') else ''}: {m.get('title')} ({m['incident_id']})"
+             for m in members]
+    return lines[:limit] + ([f"… {len(lines) - limit} more"] if len(lines) > limit else [])
 
 
 def summary(alert: Mapping) -> str:
@@ -67,6 +78,9 @@ def slack_message(alert: Mapping) -> dict:
                                      "text": _short("*Lineage*\n" + (e("\n".join(_lineage_lines(alert))) or "none"), 3000)}},
         {"type": "section", "text": {"type": "mrkdwn", "text": _short(f"*Playbook*\n```{e(alert.get('playbook') or 'none')}```", 3000)}},
     ]
+    if alert.get("group_members"):
+        blocks.insert(2, {"type": "section", "text": {"type": "mrkdwn", "text": _short(
+            f"*One event, {len(alert['group_members'])} correlated incidents*\n" + e("\n".join(member_lines(alert))), 3000)}})
     if alert.get("board_url"):
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"<{alert['board_url']}|Open the incident on the board>"}})
     if run_url:
@@ -113,6 +127,7 @@ def pagerduty_event(alert: Mapping, routing_key: str) -> dict:
                 "transition": alert["transition"], "gpu_hours_at_risk": alert.get("gpu_hours_at_risk"),
                 "evidence": alert.get("evidence") or {}, "lineage": _lineage_lines(alert),
                 "playbook": alert.get("playbook"),
+                **({"members": member_lines(alert, limit=50)} if alert.get("group_members") else {}),
             },
         },
         "client": "Goodput",

@@ -10,7 +10,8 @@ import dagster as dg
 
 from orchestration.alerting.config import DEFAULT_CONFIG, AlertingConfig, load_config
 from orchestration.alerting.delivery import Sink, SinkInactive, deliver
-from orchestration.alerting.journal import AlertJournal, append_jsonl, finished, read_jsonl
+from orchestration.alerting.grouping import notifications
+from orchestration.alerting.journal import AlertJournal, append_jsonl, finished, latest_sent, read_jsonl
 from orchestration.alerting.payloads import dedup_key
 from orchestration.board_links import DEFAULT_BOARD_URL, board_url_from_env
 from orchestration.home import alerts_path
@@ -42,9 +43,11 @@ class AlertingResource(dg.ConfigurableResource):
     def monitor_alerts(self) -> list[dict]:
         return read_jsonl(Path(self.outbox_path), ("incident_id", "transition", "tier", "title"))
 
-    def pending(self, alerts: list[Mapping]) -> list[Mapping]:
-        """The alerts some active sink routed to them has not finished, oldest first."""
-        config, done = self.config(), finished(self.journal().attempts())
+    def pending(self, alerts: list[Mapping], clock: Callable[[], float] = time.time) -> list[Mapping]:
+        """`alerts` whole when some active sink has a notification of them to finish (or one that
+        group_wait holds back), else none: grouping needs every transition, delivered ones too."""
+        config, history = self.config(), self.journal().attempts()
+        done, sent = finished(history), latest_sent(history)
         file_path, ui = Path(self.file_sink_path), config.ui_url()
         active = {}
         for name, spec in config.sinks.items():
@@ -53,7 +56,12 @@ class AlertingResource(dg.ConfigurableResource):
                 active[name] = True
             except SinkInactive:
                 active[name] = False
-        return [a for a in alerts if any(active[s] and (s, dedup_key(a)) not in done for s in config.route(a))]
+        for name in (n for n, on in active.items() if on):
+            notified = {incident for (s, incident) in sent if s == name}
+            grouped, held = notifications([a for a in alerts if name in config.route(a)], config.grouping, clock(), notified)
+            if held or any((name, dedup_key(n)) not in done for n in grouped):
+                return list(alerts)
+        return []
 
     def deliver(self, alerts: list[Mapping], log: Callable[[str], None] = lambda _m: None,
                 clock: Callable[[], float] = time.time, warn: Callable[[str], None] | None = None) -> dict | None:

@@ -83,7 +83,10 @@ def _keys(hours: list[datetime]) -> list[str]:
 
 
 def suppress_history(home: Path, until: datetime) -> int:
-    """Journal every pending transition before `until` as `suppressed` for each sink it routes to."""
+    """Journal every pending notification before `until` as `suppressed` for each sink it routes to
+    (grouped per event as the sinks would get them: orchestration/alerting/grouping.py)."""
+    from orchestration.alerting.grouping import notifications
+    from orchestration.alerting.journal import finished
     from orchestration.definitions import resources_for
     from orchestration.sensors import incident_transitions
     from orchestration.sinks import dedup_key
@@ -91,18 +94,21 @@ def suppress_history(home: Path, until: datetime) -> int:
     resources = resources_for(home)
     alerting, config = resources["alerting"], resources["alerting"].config()
     journal = alerting.journal()
-    count = 0
-    for alert in alerting.pending(incident_transitions(resources["warehouse"])):
-        if (alert.get("transition_at") or "") >= until.isoformat():
-            continue
-        for sink in config.route(alert):
-            journal.record({"attempt_id": uuid.uuid4().hex, "sink": sink, "dedup_key": dedup_key(alert),
-                            "incident_id": alert["incident_id"], "transition": alert["transition"], "attempt": 0,
+    done = finished(journal.attempts())
+    alerts = incident_transitions(resources["warehouse"])
+    suppressed: set[str] = set()
+    for sink in config.sinks:
+        grouped, _held = notifications([a for a in alerts if sink in config.route(a)], config.grouping, float("inf"))
+        for note in grouped:
+            if (note.get("transition_at") or "") >= until.isoformat() or (sink, dedup_key(note)) in done:
+                continue
+            journal.record({"attempt_id": uuid.uuid4().hex, "sink": sink, "dedup_key": dedup_key(note),
+                            "incident_id": note["incident_id"], "transition": note["transition"], "attempt": 0,
                             "attempted_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
                             "outcome": "suppressed", "status_code": None,
                             "error": "goodput backfill --no-alerts: history, not delivered", "elapsed_seconds": 0.0})
-        count += 1
-    return count
+            suppressed.add(dedup_key(note))
+    return len(suppressed)
 
 
 def submit(home: Path, keys: list[str]) -> str:

@@ -34,17 +34,41 @@ def _connect(home):
 
 
 def cmd_list(args) -> int:
+    from orchestration import sql
+
     home = use_home(args.home)
     with _connect(home) as con:
         rows = con.execute(LIST_SQL, {"status": args.status, "tier": args.tier, "limit": args.limit}).df()
+        unjudged = sql.frame(con, "incidents/not_judged")
     if rows.empty:
         print(f"no {'' if args.status == 'all' else args.status + ' '}incidents in {home}")
+        _print_not_judged(unjudged)
         return 0
     print(f"{'incident':<21}{'tier':<6}{'status':<10}{'onset':<21}{'last seen':<21}{'GPU-h':>8}  {'owner':<9}title")
     for r in rows.itertuples():
         print(f"{r.incident_id:<21}{r.tier:<6}{r.status:<10}{r.onset:%Y-%m-%d %H:%M:%S}  {r.last_seen:%Y-%m-%d %H:%M:%S}  "
               f"{r.gpu_hours_at_risk or 0:>8.2f}  {r.owner:<9}{r.title}")
+    _print_not_judged(unjudged)
     return 0
+
+
+def _print_not_judged(rows, limit: int = 12) -> None:
+    """What the latest hour could not judge: silence about those entities is not health."""
+    if rows.empty:
+        print("not judged: no check has recorded what it could judge yet (run the detect job)")
+        return
+    hour = rows["hour"].iloc[0]
+    print(f"\njudged in the latest evaluated hour ({hour:%Y-%m-%d %H:%M}):")
+    for r in rows[rows["kind"] == 0].itertuples():
+        line = f"  {r.entity_type}: {r.seen - r.not_judged} of {r.seen} judged by some signal"
+        if r.not_judged:
+            line += f"; {r.not_judged} {r.entity_type}(s) not judged by any signal: {r.reason}"
+        print(line)
+    partial = rows[rows["kind"] == 1]
+    for r in partial.head(limit).itertuples():
+        print(f"  {r.not_judged} {r.entity_type}(s) not judged by {r.signal}: {r.reason}")
+    if len(partial) > limit:
+        print(f"  … {len(partial) - limit} more (SELECT * FROM judged_entities)")
 
 
 def cmd_show(args) -> int:

@@ -13,3 +13,5 @@ SELECT signal, entity_type, entity_id::VARCHAR AS entity_id, partition_start, la
 FROM new_clearings;
 DELETE FROM evaluations WHERE signal = $signal AND partition_start = $start;
 INSERT INTO evaluations BY NAME SELECT * FROM new_evaluations;
+DELETE FROM judgements WHERE signal = $signal AND partition_start = $start;
+INSERT INTO judgements BY NAME SELECT * FROM new_judgements;
