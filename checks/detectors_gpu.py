@@ -28,9 +28,9 @@ from checks.toolkit import (
     with_gpu_id,
 )
 
-# detectors_distributed.py still imports these from here (until it imports checks.toolkit itself)
+# detectors_distributed.py still imports MINUTE, _num, active_stretches, findings_frame and mark_stretches
+# from here; remove this alias once it imports them from checks.toolkit.
 _num = num
-__all__ = ["MINUTE", "_num", "active_stretches", "findings_frame", "mark_stretches", "throttle_names"]
 
 # NVML clock-event ("throttle") reason bits, named as nvidia-smi names them.
 THROTTLE_BITS = {
