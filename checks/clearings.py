@@ -89,9 +89,10 @@ def clock_back(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict | None:
 def step_time_back(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:
     """step_time_regression: the run's minute-median step is back near its reference."""
     r = rows.iloc[-1]
-    return {"why": f"step time {num(r['step_seconds'], 3)} s (data {num(r.get('data_seconds'), 3)} s, "
+    pace = r.get("pace_seconds", r["step_seconds"])     # the job's pace: its slowest rank's step
+    return {"why": f"step time {num(pace, 3)} s (data {num(r.get('data_seconds'), 3)} s, "
                    f"compute {num(r.get('compute_seconds'), 3)} s): back under the regression threshold",
-            "step_seconds": num(r["step_seconds"], 4)}
+            "step_seconds": num(pace, 4)}
 
 
 def collective_back(rows: pd.DataFrame, _tick: pd.DataFrame) -> dict:

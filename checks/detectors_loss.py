@@ -218,7 +218,9 @@ def loss_plateau(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Dat
     block means' noise and `z_fit` sigmas of the fit's residual scatter (how far the curve's
     extrapolation can be trusted), and the loss is flat rather than
     rising (within `flat_tolerance` of the prediction above its recent best: a rise is a
-    spike's or divergence's). Quiet until the fit holds `min_fit_minutes` minutes.
+    spike's or divergence's). Windows holding an elevated minute are not judged: a spike's decaying
+    tail is a setback the spike signal reports, not a plateau. Quiet until the fit holds
+    `min_fit_minutes` minutes.
     """
     if frame.empty:
         return empty_findings()
@@ -300,6 +302,11 @@ def loss_plateau(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Dat
     # divergence's rise is theirs to report)
     tolerance = np.fmax(thresholds["flat_tolerance"] * f["predicted"], thresholds["z"] * f["noise"].fillna(0.0))
     flat = (f["excess"] <= tolerance) & (f["observed"] >= -tolerance)
+    # A window that holds a loss excursion (a spike, the start of a divergence) measures the setback
+    # and its decaying tail, not the curve: the loss is still coming back down, which is the spike's
+    # to report. Only windows clear of every elevated minute (both blocks and between) are judged.
+    span = thresholds["window_minutes"] + thresholds["block_minutes"]
+    clear = rolling(f, f["elevated"].astype(float), span, "max", closed="right").fillna(0.0) == 0.0
     f["flagged"] = (
         (f["fit_n"] >= thresholds["min_fit_minutes"])
         & (f["predicted"] >= f["needed"])
@@ -307,6 +314,7 @@ def loss_plateau(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Dat
         & (f["shortfall"] >= thresholds["z"] * noise)
         & (f["shortfall"] >= thresholds["z_fit"] * f["resid_sigma"].fillna(np.inf))
         & flat
+        & clear
     )
     stretch = stretch_ids(f, f["flagged"], thresholds["bridge_minutes"])
     count = f["flagged"].astype(float).where(stretch.notna()).groupby(stretch).cumsum()

@@ -48,10 +48,13 @@ from checks.toolkit import (
 
 
 def step_time_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
-    """The run's typical step got persistently slower: a change point, not a slow step.
+    """The job's pace got persistently slower: a change point, not a slow step.
 
-    The minute's median step time is compared with the run's reference: the lowest trailing
-    median (`step_seconds_baseline`) of the last `ref_minutes`, so a regression stays visible
+    A synchronous job steps at the pace of its slowest rank: per step the longest of the ranks'
+    step times, per minute the median over its steps (`pace_seconds`). The median across ranks
+    would jump when one rank of a mixed-speed job crosses between a fast and a slow group, though
+    the job's pace did not change. The minute's pace is compared with the run's reference: the
+    lowest trailing median (`pace_seconds_baseline`) of the last `ref_minutes`, so a regression stays visible
     after the trailing median has absorbed it; noise is the median trailing MAD over the same
     span. A minute is flagged when the step is `min_increase_ratio` slower and `z` noise sigmas
     above the reference; a stretch is reported after `min_minutes`. Medians ignore single slow
@@ -62,19 +65,19 @@ def step_time_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
     """
     if frame.empty:
         return empty_findings()
-    f = prepare(frame, "run_id", "minute", "step_seconds")
+    f = prepare(frame, "run_id", "minute", "pace_seconds")
     if f.empty:
         return empty_findings()
     ref_minutes = thresholds["ref_minutes"]
     # an episode carried in from the previous hour keeps the healthy reference it opened with
-    f["ref"] = episodes.held_reference(f, rolling(f, "step_seconds_baseline", ref_minutes, "min", closed="right"))
-    f["ref_noise"] = MAD_TO_SIGMA * rolling(f, "step_seconds_mad", ref_minutes, "median", closed="right")
+    f["ref"] = episodes.held_reference(f, rolling(f, "pace_seconds_baseline", ref_minutes, "min", closed="right"))
+    f["ref_noise"] = MAD_TO_SIGMA * rolling(f, "pace_seconds_mad", ref_minutes, "median", closed="right")
     f["ref_collective"] = rolling(f, "collective_seconds_baseline", ref_minutes, "min", closed="right")
     f["ref_data"] = rolling(f, "data_seconds", thresholds["decompose_minutes"], "median")
     f["ref_compute"] = rolling(f, "compute_seconds", thresholds["decompose_minutes"], "median")
-    f["increase"] = f["step_seconds"] / f["ref"] - 1.0
-    f["z"] = (f["step_seconds"] - f["ref"]) / f["ref_noise"].where(f["ref_noise"] > 0)
-    extra = (f["step_seconds"] - f["ref"]).where(lambda s: s > 0)
+    f["increase"] = f["pace_seconds"] / f["ref"] - 1.0
+    f["z"] = (f["pace_seconds"] - f["ref"]) / f["ref_noise"].where(f["ref_noise"] > 0)
+    extra = (f["pace_seconds"] - f["ref"]).where(lambda s: s > 0)
     f["collective_share"] = ((f["collective_seconds"] - f["ref_collective"]) / extra).clip(lower=0.0)
     f["collective_share"] = f["collective_share"].fillna(0.0)
     f["flagged"] = (
@@ -92,12 +95,13 @@ def step_time_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
         now = hits.iloc[-1]
         ref = float(first["ref"])
         return {
-            "value": float(now["step_seconds"]),
+            "value": float(now["pace_seconds"]),
             "baseline": ref,
             "threshold": ref * (1.0 + thresholds["min_increase_ratio"]),
             "evidence": {
-                "step_seconds": num(now["step_seconds"], 4),
+                "step_seconds": num(now["pace_seconds"], 4),   # the job's pace: its slowest rank
                 "step_seconds_baseline": num(ref, 4),
+                "median_rank_step_seconds": num(now["step_seconds"], 4),
                 "held_reference": ref,
                 "increase_pct": round(100.0 * float(now["increase"]), 1),
                 "threshold_pct": round(100.0 * thresholds["min_increase_ratio"], 1),

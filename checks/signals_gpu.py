@@ -160,7 +160,11 @@ REGISTRY.register(Signal(
         "min_utilization": 0.9,        # "busy" as nvidia-smi sees it
         "max_power_ratio": 0.5,        # under half the power limit (training draws 65-85%)
         "max_tensor_active": 0.05,     # tensor pipes idle (training: 0.3-0.6), when profiled
-        "max_power_drop": 0.7,         # entering: power <= 70% of the GPU's own trailing power
+        "max_power_drop": 0.7,         # entering: power <= 70% of the GPU's own trailing power (when it worked)
+        # without loaded history: physics. NCCL spin ~15-25% of the limit, idle ~10%; any kernel doing work
+        # at full utilization (memory-bound included) draws >= ~40% and keeps most SMs active
+        "max_cold_power_ratio": 0.3,
+        "max_spin_sm_active": 0.5,     # a spin kernel occupies a few SMs (one block per NCCL channel)
         "min_share": 0.5,              # of the run's held GPUs
         "min_minutes": 3.0,
         "lookback_minutes": 30.0,

@@ -146,7 +146,8 @@ def stretch_ids(f: pd.DataFrame, flagged: pd.Series, max_gap_minutes: float, *, 
 
 
 def mark_stretches(f: pd.DataFrame, key: str, entry: pd.Series, sustain: pd.Series | None = None,
-                   min_minutes: float = 1, max_gap_minutes: float = 1, time: str = "tick") -> pd.DataFrame:
+                   min_minutes: float = 1, max_gap_minutes: float = 1, time: str = "tick",
+                   unobservable: pd.Series | None = None) -> pd.DataFrame:
     """Mark contiguous flagged stretches per entity, with persistence and hysteresis.
 
     `f` must be sorted by (`key`, `time`) with at most one row per entity and minute. A stretch opens
@@ -155,17 +156,30 @@ def mark_stretches(f: pd.DataFrame, key: str, entry: pd.Series, sustain: pd.Seri
     holding. Rows more than `max_gap_minutes` apart are not consecutive (a rank's series has no rows
     in minutes without a step, e.g. during an evaluation pause). An episode carried in open from the
     previous partition (`episode_last_seen`, checks/episodes.py) counts as entered at its last flagged
-    tick: it goes on while `sustain` holds, however long ago `entry` was true. Adds `_stretch` (an id
-    per run of sustain rows, -1 elsewhere) and `_active` (flagged).
+    tick: it goes on while `sustain` holds, however long ago `entry` was true. Rows marked
+    `unobservable` (the evidence cannot tell that minute, e.g. a GPU's peers paused for a checkpoint
+    save) neither count toward `entry`'s persistence nor break it. Adds `_stretch` (an id per run of
+    sustain rows, -1 elsewhere) and `_active` (flagged).
     """
     entry = entry.fillna(False).astype(bool)
     sustain = entry if sustain is None else (sustain.fillna(False).astype(bool) | entry)
-    entry_run = stretch_ids(f, entry, max_gap_minutes, key=key, time=time)
+    entry_run = _persistence_runs(f, entry, unobservable, key, time, max_gap_minutes)
     entered = entry & (entry.astype(int).groupby(entry_run).cumsum() >= min_minutes)
     entered = entered | episodes.seed(f, sustain)
     stretch = stretch_ids(f, sustain, max_gap_minutes, key=key, time=time)
     active = sustain & entered.astype(float).groupby(stretch).cummax().fillna(0.0).astype(bool)
     return f.assign(_stretch=stretch.fillna(-1).astype(int).to_numpy(), _active=active.to_numpy())
+
+
+def _persistence_runs(f: pd.DataFrame, entry: pd.Series, unobservable: pd.Series | None, key: str, time: str,
+                      max_gap_minutes: float) -> pd.Series:
+    """Ids of consecutive `entry` rows, bridged over `unobservable` rows (which take no id)."""
+    if unobservable is None:
+        return stretch_ids(f, entry, max_gap_minutes, key=key, time=time)
+    hidden = unobservable.fillna(False).astype(bool) & ~entry
+    # each hidden row is a minute the gap between its neighbours need not account for
+    seen = f.assign(**{time: f[time] - hidden.astype(int).cumsum() * MINUTE})[~hidden]
+    return stretch_ids(seen, entry[~hidden], max_gap_minutes, key=key, time=time).reindex(f.index)
 
 
 def active_stretches(f: pd.DataFrame) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:

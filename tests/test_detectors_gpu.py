@@ -181,7 +181,63 @@ def test_idle_allocated_quiet(changes):
     assert d.gpu_idle_allocated(gpu_frame(changes=changes), th("gpu_idle_allocated")).empty
 
 
+def test_idle_allocated_counts_through_the_others_checkpoint_saves():
+    """The others save a checkpoint every 6 minutes (a minute each, all idle): those minutes cannot
+    tell, so they neither count nor restart the idle GPU's 10 minutes."""
+    saves = [(m, m + 1, {"others_utilization": 0.04}) for m in range(12, 60, 6)]
+    found = d.gpu_idle_allocated(gpu_frame(changes=[(10, 60, IDLE), *saves]), th("gpu_idle_allocated"))
+    assert len(found) == 1 and found.iloc[0]["detected_at"] == T0 + pd.Timedelta(minutes=22)
+
+
+@pytest.mark.parametrize("changes", [
+    # the whole run pauses for half an hour (a long evaluation, a data stall) with saves inside it
+    [(10, 40, {**IDLE, "others_utilization": 0.04}), (20, 21, {"others_utilization": 0.8})],
+    # the GPU computes a minute in every five: its own work restarts the count, saves or not
+    [(10, 60, IDLE), *[(m, m + 1, {"utilization_ratio": 0.95}) for m in range(14, 60, 5)],
+     *[(m, m + 1, {"others_utilization": 0.04}) for m in range(12, 60, 6)]],
+])
+def test_idle_allocated_quiet_around_saves(changes):
+    assert d.gpu_idle_allocated(gpu_frame(changes=changes), th("gpu_idle_allocated")).empty
+
+
 SPIN = {"utilization_ratio": 0.99, "power_watts": 0.4 * LIMIT, "tensor_active_ratio": 0.01, "sm_active_ratio": 0.9}
+# A hang as nvidia-smi shows it (not profiled: no tensor or SM activity): full utilization at about a
+# fifth of the power limit (issue 17's real capture of a hung multi-GPU job).
+HUNG = {"utilization_ratio": 1.0, "power_watts": 0.2 * LIMIT, "tensor_active_ratio": None, "sm_active_ratio": None}
+
+
+@pytest.mark.parametrize("history", ["the hang", "none"])
+def test_busy_low_power_opens_on_a_hang_already_in_progress_when_watching_starts(history):
+    """Every minute Goodput has is the hang: the GPUs' trailing power is the hang's own (or there is
+    none), so nothing can have fallen; the physics alone says spin."""
+    baseline = 0.2 * LIMIT if history == "the hang" else None
+    frame = run_frame(changes=[(-30, 60, {**HUNG, "power_watts_baseline": baseline}, {0, 1, 2, 3})])
+    (finding,) = d.gpu_busy_low_power(frame, th("gpu_busy_low_power")).to_dict("records")
+    assert finding["entity_id"] == "run-a" and len(finding["gpus"]) == 4 and finding["last_seen"] == T0 + pd.Timedelta(minutes=60)
+    assert finding["evidence"]["judged_by"].startswith("physics")
+
+
+def test_busy_low_power_from_history_says_so():
+    (finding,) = d.gpu_busy_low_power(run_frame(changes=[(20, 50, SPIN, {0, 1, 2, 3})]), th("gpu_busy_low_power")).to_dict("records")
+    assert finding["evidence"]["judged_by"].startswith("its GPUs' own history")
+
+
+@pytest.mark.parametrize("changes", [
+    # a GPU genuinely at low utilization and low power
+    [(-30, 60, {"utilization_ratio": 0.3, "power_watts": 0.15 * LIMIT, "power_watts_baseline": 0.15 * LIMIT,
+                "tensor_active_ratio": None, "sm_active_ratio": None}, {0, 1, 2, 3})],
+    # a memory-bound job at full utilization and moderate power, always so (not profiled)
+    [(-30, 60, {**HUNG, "power_watts": 0.45 * LIMIT, "power_watts_baseline": 0.45 * LIMIT}, {0, 1, 2, 3})],
+    # the same, profiled: tensor pipes idle but most SMs active
+    [(-30, 60, {**HUNG, "power_watts": 0.38 * LIMIT, "power_watts_baseline": 0.38 * LIMIT,
+                "tensor_active_ratio": 0.02, "sm_active_ratio": 0.85}, {0, 1, 2, 3})],
+    # the hang's numbers on boards whose power limit is unknown: watts alone have no scale (140 W is
+    # an idle H100 and a loaded L4), so these GPUs are not judged
+    [(-30, 60, {**HUNG, "power_watts_baseline": 0.2 * LIMIT, "power_limit_watts": None}, {0, 1, 2, 3})],
+])
+def test_busy_low_power_quiet_without_history_on_look_alikes(changes):
+    assert d.gpu_busy_low_power(run_frame(changes=changes), th("gpu_busy_low_power")).empty
+
 
 
 def test_busy_low_power_is_one_run_level_finding():

@@ -95,7 +95,8 @@ def run_frame(
         "hosts": [["node-0"]] * minutes, "gpus": [["node-0:0", "node-0:1", "node-0:2", "node-0:3"]] * minutes,
     })
     f = f.drop(index=[i for i in drop if i < minutes]).reset_index(drop=True)
-    for col in ("step_seconds", "tokens_per_second", "loss", "grad_norm", "collective_seconds"):
+    f["pace_seconds"] = f["step_seconds"]     # every rank steps together: the job's pace is its step
+    for col in ("step_seconds", "pace_seconds", "tokens_per_second", "loss", "grad_norm", "collective_seconds"):
         f[f"{col}_baseline"] = _trailing(f[col], f["minute"], "median")
         f[f"{col}_mad"] = _trailing(f[col], f["minute"], "mad")
     f["baseline_window_minutes"] = 30
@@ -142,6 +143,11 @@ def ramp(start: int, end: int, top: float):
 def spike(start: int, length: int, height: float):
     """A jump to `height` at `start` decaying linearly back to 1 over `length` minutes."""
     return lambda m: 1.0 + (height - 1.0) * np.clip(1.0 - (m - start) / length, 0.0, 1.0) * (m >= start)
+
+
+def decaying_spike(start: int, minutes: float, height: float):
+    """A jump to `height` at `start` whose excess decays exponentially with time constant `minutes`."""
+    return lambda m: 1.0 + (height - 1.0) * np.exp(-(m - start) / minutes) * (m >= start)
 
 
 def step_up(start: int, factor: float, end: int | None = None):
@@ -223,6 +229,9 @@ EDGES = {
                                                        lr_factor=step_up(200, 0.3)),
         "noisy healthy run": lambda: run_frame(loss_noise=0.02, seed=7),
         "a divergence is not a plateau": lambda: run_frame(loss_factor=ramp(245, 300, 1.8)),
+        # a spike whose loss decays back over minutes: the tail is the spike's setback, not a plateau
+        "a spike's decaying tail": lambda: run_frame(loss_factor=decaying_spike(250, 5, 1.2)),
+        "a higher spike's slower tail": lambda: run_frame(loss_factor=decaying_spike(230, 10, 1.2)),
     },
     "step_time_regression": {
         "single slow minutes": lambda: run_frame(step_factor=lambda m: np.where(np.isin(m, [250, 262, 275]), 2.5, 1.0)),
@@ -436,6 +445,68 @@ def test_quiet_without_crashing_when_a_source_lacks_the_fields(name):
     else:
         frame = run_frame()
         for col in ("loss", "grad_norm", "step_seconds", "loss_scale", "learning_rate", "nan_iterations_total",
-                    "skipped_iterations_total", "grad_norm_baseline", "step_seconds_baseline", "nonfinite_losses"):
+                    "skipped_iterations_total", "grad_norm_baseline", "step_seconds_baseline", "nonfinite_losses",
+                    "pace_seconds", "pace_seconds_baseline"):
             frame[col] = None
     assert detect(name, frame).empty
+
+
+# --------------------------------------------------------------------------------------------- #
+# Mixed-speed jobs: the pace of a synchronous job is its slowest rank (issue 17, item 5)
+# --------------------------------------------------------------------------------------------- #
+
+
+def _mixed_speed_findings(pace_after: float, crossing: bool) -> pd.DataFrame:
+    """A synchronous 8-rank job, ranks 0-3 on fast GPUs (1.0 s of own work a step), ranks 4-7 on slow
+    ones (2.0 s: the job's pace), through the real baselines and detect SQL. From minute 150 the pace
+    becomes `pace_after` (the slow ranks' data loading slows), and with `crossing` rank 3 joins the
+    slow group (its GPU swapped for a slow one): the median across ranks jumps, the pace does not."""
+    import duckdb
+
+    from orchestration import sql
+    from orchestration.warehouse import migrate
+
+    rng = np.random.default_rng(3)
+    change, end = 150 * 60.0, 180 * 60.0
+    t = np.concatenate([np.arange(0.0, change, 2.0), np.arange(change, end, pace_after)])
+    late = t >= change
+    ranks = np.arange(8)
+    slow = (ranks[None, :] >= 4) | (crossing & late[:, None] & (ranks[None, :] == 3))
+    data = np.where(slow & late[:, None], 0.02 + (pace_after - 2.0), 0.02)
+    own = np.where(slow, 2.0, 1.0) * (1 + 0.005 * rng.standard_normal((len(t), 8))) + (data - 0.02)
+    steps = pd.DataFrame({
+        "time": np.repeat(T0 + pd.to_timedelta(t, unit="s"), 8), "run_id": "mix", "rank": np.tile(ranks, len(t)),
+        "world_size": 8, "host": "node-0", "gpu_index": np.tile(ranks, len(t)), "step": np.repeat(np.arange(len(t)), 8),
+        "step_seconds": own.ravel(), "data_seconds": data.ravel(), "collective_seconds": 0.28,
+        "compute_seconds": (own - data - 0.28).ravel(), "source_file": "mix.jsonl", "source_line": 1,
+    })
+    thresholds = th("step_time_regression")
+    with duckdb.connect() as con:
+        migrate(con)
+        con.register("steps", steps)
+        con.execute("INSERT INTO training_steps BY NAME SELECT * FROM steps")
+        for hour in range(3):
+            start = T0 + pd.Timedelta(hours=hour)
+            sql.run(con, "baselines/run_minutes", {"start": start, "end": start + pd.Timedelta(hours=1), "window_minutes": 30})
+        start = T0 + pd.Timedelta(hours=2)
+        minutes = sql.frame(con, "detect/training_run_minutes",
+                            {"start": start, "end": start + pd.Timedelta(hours=1), **thresholds})
+    return detect("step_time_regression", minutes)
+
+
+def test_a_rank_crossing_between_the_fast_and_slow_groups_is_not_a_regression():
+    assert _mixed_speed_findings(pace_after=2.0, crossing=True).empty
+
+
+def test_a_slower_pace_of_a_mixed_speed_job_is_a_regression():
+    (finding,) = _mixed_speed_findings(pace_after=2.6, crossing=False).to_dict("records")
+    assert finding["onset"] == at(150) and finding["evidence"]["step_seconds"] == pytest.approx(2.6, rel=0.02)
+    assert finding["evidence"]["step_seconds_baseline"] == pytest.approx(2.0, rel=0.02)
+
+
+def test_a_plateau_after_a_spike_is_still_a_plateau():
+    """The look-alike of the spike's tail: a spike, long over, then the curve really flattens. (A spike
+    within the fit's span before the plateau still hides it, with or without the tail rule.)"""
+    frame = run_frame(loss_factor=lambda m: decaying_spike(100, 5, 1.2)(m) * plateau(200)(m))
+    (finding,) = detect("loss_plateau", frame).to_dict("records")
+    assert at(200) <= finding["onset"] <= at(215)

@@ -3,7 +3,14 @@
 -- from training_steps, so each partition is computed on its own, in any order.
 DELETE FROM run_minutes WHERE minute >= $start AND minute < $end;
 INSERT INTO run_minutes BY NAME
-WITH per_minute AS (
+WITH paces AS (   -- a synchronous step ends when its slowest rank does: the job's pace per step
+    SELECT run_id, time_bucket(INTERVAL 1 MINUTE, max(time)) AS minute, max(step_seconds) AS pace
+    FROM training_steps
+    WHERE time >= $start - to_minutes($window_minutes) AND time < $end AND step_seconds IS NOT NULL
+    GROUP BY run_id, step
+), pace_minutes AS (
+    SELECT run_id, minute, median(pace) AS pace_seconds FROM paces GROUP BY ALL
+), per_minute AS (
     SELECT run_id,
            time_bucket(INTERVAL 1 MINUTE, time) AS minute,
            max(world_size) AS world_size,
@@ -36,10 +43,14 @@ WITH per_minute AS (
     FROM training_steps
     WHERE time >= $start - to_minutes($window_minutes) AND time < $end
     GROUP BY ALL
+), with_pace AS (
+    SELECT m.*, p.pace_seconds FROM per_minute m LEFT JOIN pace_minutes p USING (run_id, minute)
 )
 SELECT *,
        median(step_seconds) OVER w AS step_seconds_baseline,
        mad(step_seconds) OVER w AS step_seconds_mad,
+       median(pace_seconds) OVER w AS pace_seconds_baseline,
+       mad(pace_seconds) OVER w AS pace_seconds_mad,
        median(tokens_per_second) OVER w AS tokens_per_second_baseline,
        mad(tokens_per_second) OVER w AS tokens_per_second_mad,
        median(loss) OVER w AS loss_baseline,
@@ -50,7 +61,7 @@ SELECT *,
        mad(collective_seconds) OVER w AS collective_seconds_mad,
        $window_minutes AS baseline_window_minutes,
        count(*) OVER w AS baseline_minutes
-FROM per_minute
+FROM with_pace
 WINDOW w AS (PARTITION BY run_id ORDER BY minute
              RANGE BETWEEN to_minutes($window_minutes) PRECEDING AND INTERVAL 1 MINUTE PRECEDING)
 QUALIFY minute >= $start
