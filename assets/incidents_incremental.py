@@ -29,7 +29,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from assets import incidents as full
+from assets import incident_fold as full
 from assets.correlation import fast_correlate
 from checks.registry import REGISTRY
 from orchestration import sql

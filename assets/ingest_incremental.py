@@ -30,7 +30,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from assets.ingest import _CODE_COMMENT, _GLOB, _READS_RAW, RawSource, ingest_partition, parse_sql, target_fields
+from assets.ingest_core import _CODE_COMMENT, _GLOB, _READS_RAW, RawSource, ingest_partition, parse_sql, target_fields
 from orchestration import sql
 from orchestration.partitions import naive_utc
 from orchestration.raw_zone import lines_frame

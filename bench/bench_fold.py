@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 def main() -> int:
     import pandas as pd
 
-    from assets import incidents as full
+    from assets import incident_fold as full
     from assets.incidents_incremental import clear_state, fold_incrementally, store
     from orchestration import sql
     from orchestration.warehouse import WarehouseResource

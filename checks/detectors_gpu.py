@@ -244,14 +244,19 @@ def gpu_idle_allocated(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
     """A GPU held by a run (its samples carry the run id) that sits idle (utilization at most
     `max_utilization`: a CUDA context and now and then a stray kernel) for `min_minutes` while the
     run's other GPUs are busy. Checkpoint saves and evaluation pauses idle all of a run's GPUs
-    together, and startup keeps them all low, so they do not qualify."""
+    together, and startup keeps them all low, so they do not qualify. A minute in which the others
+    pause too (a checkpoint save) cannot tell this GPU's idleness from the run's pause: it neither
+    counts toward `min_minutes` nor restarts the count, so saves every few minutes never hide an
+    idle GPU."""
     if frame.empty:
         return empty_findings()
     f = with_gpu_id(frame)
     idle = f["run_id"].notna() & f["utilization_ratio"].le(thresholds["max_utilization"])
-    entry = idle & f["others_utilization"].ge(thresholds["min_others_utilization"]) & f["other_gpus"].ge(1)
+    others_busy = f["others_utilization"].ge(thresholds["min_others_utilization"]) & f["other_gpus"].ge(1)
+    entry = idle & others_busy
+    paused = idle & f["other_gpus"].ge(1) & ~others_busy
     # Once open it lasts while the GPU stays idle: a checkpoint save idles the others for a minute.
-    f = mark_stretches(f, "entity_id", entry, sustain=idle, min_minutes=thresholds["min_minutes"])
+    f = mark_stretches(f, "entity_id", entry, sustain=idle, min_minutes=thresholds["min_minutes"], unobservable=paused)
     rows = []
     for stretch, active in active_stretches(f):
         rows.append(_gpu_finding(
@@ -275,8 +280,15 @@ def gpu_busy_low_power(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
     spin-waiting in a collective that will not complete: a hang, or peers of a dead rank.
 
     One finding per run (not per GPU), when at least `min_share` of the run's held GPUs spin for
-    `min_minutes`. Entering also needs the power to have fallen below `max_power_drop` of the GPU's
-    own trailing power while running, so a workload that always draws little is not flagged.
+    `min_minutes`. Entering is judged from the GPU's own history where it has some: its trailing
+    draw while held was at working level (above `max_power_ratio` of the limit) and the power fell
+    to `max_power_drop` of it, so a workload that always draws little is not flagged. Where it has
+    none (watching began in the hang, or the trailing window is all hang), from physics alone: a
+    kernel doing work at full utilization, memory-bound included, draws well over a third of the
+    board's limit and keeps most SMs active, while a spin kernel draws little more than an idle
+    board (`max_cold_power_ratio`) on a few SMs (`max_spin_sm_active`, when profiled). A GPU whose
+    power limit is unknown is not judged: watts alone have no scale across models (150 W is an
+    idle H100 and a loaded L4).
     """
     if frame.empty:
         return empty_findings()
@@ -284,18 +296,26 @@ def gpu_busy_low_power(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
     if g.empty:
         return empty_findings()
     g["gpu"] = g["host"].astype(str) + ":" + g["gpu_index"].astype(int).astype(str)
-    power_ratio = g["power_watts"] / g["power_limit_watts"]
+    for column in ("power_watts", "power_limit_watts", "power_watts_baseline", "tensor_active_ratio", "sm_active_ratio"):
+        g[column] = pd.to_numeric(g[column], errors="coerce")   # a source without the field: NaN, not None
+    limit = g["power_limit_watts"].where(g["power_limit_watts"] > 0)
+    power_ratio = g["power_watts"] / limit                   # NaN without a limit: not judged
     g["spinning"] = (
         g["utilization_ratio"].ge(thresholds["min_utilization"])
         & power_ratio.le(thresholds["max_power_ratio"])
         & (g["tensor_active_ratio"].isna() | g["tensor_active_ratio"].le(thresholds["max_tensor_active"]))
     )
-    g["dropped"] = g["spinning"] & (
-        g["power_watts_baseline"].isna() | (g["power_watts"] <= thresholds["max_power_drop"] * g["power_watts_baseline"])
+    baseline = g["power_watts_baseline"]
+    worked = baseline.gt(thresholds["max_power_ratio"] * limit)   # its own loaded history testifies
+    from_history = worked & g["power_watts"].le(thresholds["max_power_drop"] * baseline)
+    from_physics = ~worked & (
+        power_ratio.le(thresholds["max_cold_power_ratio"]) | g["sm_active_ratio"].le(thresholds["max_spin_sm_active"])
     )
+    g["dropped"] = g["spinning"] & (from_history | from_physics)
+    g["cold"] = g["spinning"] & from_physics
     g["power_ratio"] = power_ratio
     per_run = g.groupby(["run_id", "tick"], sort=True).agg(
-        gpus_held=("gpu", "size"), spinning=("spinning", "sum"), dropped=("dropped", "sum"),
+        gpus_held=("gpu", "size"), spinning=("spinning", "sum"), dropped=("dropped", "sum"), cold=("cold", "sum"),
         utilization=("utilization_ratio", "mean"), power_ratio=("power_ratio", "mean"),
         tensor=("tensor_active_ratio", "mean"), in_window=("in_window", "any"),
         **({"episode_last_seen": ("episode_last_seen", "first")} if "episode_last_seen" in g.columns else {}),
@@ -321,6 +341,8 @@ def gpu_busy_low_power(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
                 "utilization_pct": num(100 * active["utilization"].mean(), 1),
                 "power_pct_of_limit": num(100 * active["power_ratio"].mean(), 1),
                 "tensor_active_pct": num(100 * active["tensor"].mean(), 1),
+                "judged_by": "its GPUs' own history: power fell from a working draw"
+                             if (active["dropped"] > active["cold"]).any() else "physics: no loaded history to compare with",
             },
         ))
     return findings_frame(rows)

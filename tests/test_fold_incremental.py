@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from assets import incidents as full
+from assets import incident_fold as full
 from assets.incidents_incremental import clear_state, fast_correlate, fold_incrementally, store
 from orchestration import sql
 from orchestration.warehouse import WarehouseResource

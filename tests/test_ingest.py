@@ -232,7 +232,7 @@ def test_the_fast_path_and_the_full_parse_land_the_same_rows(tmp_path, name):
 
 
 def test_a_file_growing_between_the_count_and_the_read_falls_back_to_the_full_parse(tmp_path, monkeypatch):
-    import assets.ingest as ingest
+    import assets.ingest_core as ingest  # where ingest_partition looks line_counts up
 
     hour = tmp_path / "raw" / "training_steps" / "2026-11-30" / "10"
     hour.mkdir(parents=True)

@@ -232,7 +232,9 @@ def test_simulated_quality_faults_move_what_they_say(tmp_path):
     bad = (b["time"] >= pd.Timestamp("2026-11-30 01:00")) & (b["time"] < pd.Timestamp("2026-11-30 01:30"))
     assert b.loc[bad, "confidence"].mean() == pytest.approx(0.75 * a.loc[bad, "confidence"].mean(), rel=0.02)
     assert (b.loc[~bad & ~late] == a.loc[~bad & ~late]).all().all()      # untouched outside the faults
-    registered = pd.read_json(next((tmp_path / "faulty" / "raw" / "lineage").rglob("r.jsonl")), lines=True)
+    # every hour's lineage file of run r (directory order differs between file systems)
+    registered = pd.concat([pd.read_json(path, lines=True)
+                            for path in sorted((tmp_path / "faulty" / "raw" / "lineage").rglob("r.jsonl"))])
     reg = registered[registered["event"] == "model_version_registered"].iloc[0]
     # the hour of traffic before the registration, clipped to the scenario's start
     assert pd.Timestamp(reg["reference_end"]) == pd.Timestamp(reg["time"])

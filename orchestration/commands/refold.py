@@ -20,7 +20,7 @@ def add_parser(sub) -> None:
 def cmd_refold(args) -> int:
     import dagster as dg
 
-    from assets import incidents as full
+    from assets import incident_fold as full
     from assets.incidents_incremental import clear_state
     from orchestration import sql
     from orchestration.cli import QUIET, CliError, use_home
