@@ -36,10 +36,11 @@ SEVERITY = {"SEV1": dg.AssetCheckSeverity.ERROR, "SEV2": dg.AssetCheckSeverity.W
 MAX_LISTED = 20
 
 
-def evaluate(
+def evaluate_judged(
     con: duckdb.DuckDBPyConnection, signal: Signal, start: datetime, end: datetime, thresholds: dict | None = None
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Run `signal` over [start, end) and store its findings; returns (series frame, findings)."""
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Run `signal` over [start, end) and store its findings and judgements; returns (series frame,
+    findings, judgements: which entities the signal could judge, and why not the others)."""
     start, end = naive_utc(start), naive_utc(end)
     thresholds = dict(signal.thresholds) if thresholds is None else thresholds
     frame = sql.frame(con, signal.query, {"start": start, "end": end, **signal.query_params, **thresholds})
@@ -81,6 +82,14 @@ def evaluate(
     with transaction(con, new_findings=stored, new_evaluations=marks, new_clearings=cleared,
                      new_judgements=judged[list(judgement.JUDGEMENT_COLUMNS)]):
         sql.run(con, "detect/store_findings", {"signal": signal.name, "start": start})
+    return frame, findings, judged
+
+
+def evaluate(
+    con: duckdb.DuckDBPyConnection, signal: Signal, start: datetime, end: datetime, thresholds: dict | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`evaluate_judged` without the judgements: (series frame, findings)."""
+    frame, findings, _ = evaluate_judged(con, signal, start, end, thresholds)
     return frame, findings
 
 
@@ -108,7 +117,8 @@ def allocated_run(con: duckdb.DuckDBPyConnection, gpu: str, at) -> str | None:
 
 
 def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, thresholds: dict,
-                 home: Path | None = None, board_url: str | None = None) -> dg.AssetCheckResult:
+                 home: Path | None = None, board_url: str | None = None,
+                 judged: pd.DataFrame | None = None) -> dg.AssetCheckResult:
     """Pass/fail with the evidence: value, baseline, threshold, window, offending entities, and the
     report a finding's evidence names (`report_path`, relative to GOODPUT_HOME `home`) as a link:
     to the incident board that serves it (`board_url`), else to the file."""
@@ -120,7 +130,8 @@ def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, th
         "window": dg.MetadataValue.text(_window(frame)),
         "thresholds": dg.MetadataValue.json(thresholds),
     }
-    judged = judgement.judge(frame, signal.name, signal.entity, signal.entity_column, thresholds)
+    if judged is None:   # the evaluation's own judgements, else judged here
+        judged = judgement.judge(frame, signal.name, signal.entity, signal.entity_column, thresholds)
     missing = judged[~judged["judged"].astype(bool)]
     metadata["entities_judged"] = int(judged["judged"].sum())
     metadata["entities_not_judged"] = len(missing)
@@ -181,7 +192,6 @@ def _table(findings: pd.DataFrame) -> str:
 def build_checks(signals: list[Signal], name: str) -> dg.AssetChecksDefinition:
     """One step evaluating `signals` (each its own check) on one connection, in registry order. A
     signal whose evaluation raises does not stop the others: its error fails the step after them."""
-    by_name = {signal.name: signal for signal in signals}
     specs = [dg.AssetCheckSpec(
         signal.name,
         asset=signal.asset,
@@ -205,14 +215,14 @@ def build_checks(signals: list[Signal], name: str) -> dg.AssetChecksDefinition:
             for signal in (s for s in signals if s.name in selected):
                 try:
                     chosen = thresholds.for_signal(signal.name, signal.thresholds, CATALOGUE)  # checked once per version
-                    frame, findings = evaluate(con, signal, window.start, window.end, chosen)
+                    frame, findings, judged = evaluate_judged(con, signal, window.start, window.end, chosen)
                 except WarehouseLocked:
                     raise
                 except Exception as error:   # the other signals still run; the step fails after them
                     context.log.error(f"{signal.name}: {type(error).__name__}: {error}")
                     errors.append((signal.name, error))
                     continue
-                yield check_result(by_name[signal.name], frame, findings, chosen, home=home, board_url=board.url)
+                yield check_result(signal, frame, findings, chosen, home=home, board_url=board.url, judged=judged)
         if errors:
             names = ", ".join(n for n, _ in errors)
             raise RuntimeError(f"{len(errors)} check(s) could not be evaluated: {names}") from errors[0][1]
