@@ -55,8 +55,9 @@ def _quiet(_line: str) -> None:
 
 def run_scenario(path: Path, home: Path) -> dict:
     """Simulate, process through the Definitions, and return truth, both incident sets and timings."""
-    from orchestration.cli import _read_incidents, run_pipeline, use_home
+    from orchestration.cli import run_pipeline, use_home
     from orchestration.home import warehouse_path
+    from orchestration.scoring import opened_incidents
     from orchestration.warehouse import WarehouseResource
     from simulator import load_scenario, simulate
 
@@ -68,7 +69,7 @@ def run_scenario(path: Path, home: Path) -> dict:
     t1 = time.monotonic()
     partitions = run_pipeline(home, scenario.start, scenario.end, progress=_quiet)["partitions"]
     t2 = time.monotonic()
-    incidents, counts = _read_incidents(home)
+    incidents, counts = opened_incidents(home)
     with WarehouseResource(path=str(warehouse_path(home))).connect(read_only=True, wait_seconds=30) as con:
         t3 = time.monotonic()
         alerts = evaluate(con)

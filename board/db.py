@@ -4,8 +4,9 @@ A page holds the connection only while it reads; a run that wants the write lock
 long. While a run holds the lock, `reading()` waits up to `WAIT_SECONDS` and then raises
 `WarehouseBusy`, which the app answers with a "warehouse busy, retry" page.
 
-Results are cached per query, parameters and the warehouse's stamp (size and modification time of the
-file and its WAL): the data only changes when a run writes, so a page asked again before the next
+Results are cached per query, parameters and the warehouse's data version (the DuckDB file: size and
+modification time of the file and its WAL; a DuckLake: its latest snapshot id, since every commit makes
+one): the data only changes when a run writes, so a page asked again before the next
 write (the on-call refreshing, a second person opening it) costs no query; the first ask after a
 write pays in full.
 """
@@ -25,14 +26,13 @@ import duckdb
 import pandas as pd
 
 from orchestration import sql
-from orchestration.home import warehouse_path
-from orchestration.warehouse import WarehouseResource
+from orchestration.warehouse import WarehouseResource, warehouse_for
 
 WAIT_SECONDS = 2.0
 CACHED_RESULTS = 128
 _cache: OrderedDict = OrderedDict()
 _cache_lock = threading.Lock()
-_stamps: dict[int, tuple] = {}    # id(connection) -> the warehouse's stamp when it was opened
+_stamps: dict[int, tuple] = {}    # id(connection) -> the warehouse's data version when it was opened
 
 
 def stamp(path: Path) -> tuple:
@@ -47,11 +47,19 @@ def stamp(path: Path) -> tuple:
     return (str(path), *found)
 
 
+def data_version(warehouse: WarehouseResource, con) -> tuple:
+    """What changes whenever a run writes: the file's stamp, or the lake's latest snapshot."""
+    if warehouse.backend == "ducklake":
+        return ("ducklake", warehouse.catalog, sql.run(con, "board/lake_snapshot").fetchone()[0])
+    return stamp(Path(warehouse.path))
+
+
 @contextlib.contextmanager
 def reading(home: Path, wait_seconds: float = WAIT_SECONDS) -> Iterator[duckdb.DuckDBPyConnection]:
-    path = warehouse_path(home)
-    with WarehouseResource(path=str(path)).connect(read_only=True, wait_seconds=wait_seconds) as con:
-        _stamps[id(con)] = stamp(Path(path))   # taken once the file is open: no writer holds it now
+    """A read-only connection to `home`'s warehouse (the file or the lake its service.yaml names)."""
+    warehouse = warehouse_for(home)
+    with warehouse.connect(read_only=True, wait_seconds=wait_seconds) as con:
+        _stamps[id(con)] = data_version(warehouse, con)   # taken once open: no writer holds the file now
         try:
             yield con
         finally:

@@ -113,17 +113,6 @@ def run_pipeline(home: Path, start, end, progress=_say, keys: list[str] | None =
     return {"partitions": len(keys)}
 
 
-def _read_incidents(home: Path):
-    from orchestration import sql
-    from orchestration.warehouse import warehouse_for
-
-    with warehouse_for(home).connect(read_only=True, wait_seconds=30) as con:
-        incidents = sql.frame(con, "alerts/transitions")
-        incidents = incidents[incidents["transition"] == "opened"]
-        counts = dict(sql.run(con, "ingest/row_counts").fetchall())
-    return incidents, counts
-
-
 def _print_incidents(incidents) -> None:
     if incidents.empty:
         _say("  (no incidents)")
@@ -150,7 +139,7 @@ def _secs(value: float) -> str:
 
 def cmd_demo(args) -> int:
     from orchestration.home import goodput_home
-    from orchestration.scoring import load_truth, score
+    from orchestration.scoring import load_truth, opened_incidents, score
     from simulator import load_scenario, simulate
 
     started = time.monotonic()
@@ -170,7 +159,7 @@ def cmd_demo(args) -> int:
     else:
         _say(f"2/3 processing {scenario.start:%Y-%m-%d %H:%M} .. {end:%H:%M} UTC through the Dagster definitions")
         run_pipeline(home, scenario.start, end)
-        incidents, counts = _read_incidents(home)
+        incidents, counts = opened_incidents(home)
     _say("3/3 done. Rows ingested: " + ", ".join(f"{n:,} {k}" for k, n in counts.items()))
     _say(f"\nIncidents ({len(incidents)}):")
     _print_incidents(incidents)
@@ -187,13 +176,13 @@ def cmd_demo(args) -> int:
 
 
 def cmd_score(args) -> int:
-    from orchestration.scoring import load_truth, score
+    from orchestration.scoring import load_truth, opened_incidents, score
 
     home = use_home(args.home)
     truth_path = Path(args.truth) if args.truth else home / "ground_truth.jsonl"
     if not truth_path.exists():
         raise CliError(f"no ground truth at {truth_path}: pass --truth FILE (written by `goodput simulate`)")
-    incidents, _ = _read_incidents(home)
+    incidents, _ = opened_incidents(home)
     _print_score(score(load_truth(truth_path), incidents))
     return 0
 

@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 import yaml
+
+from orchestration.home import goodput_home
+from orchestration.warehouse import warehouse_for
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = REPO_ROOT / "deploy"
@@ -150,8 +154,7 @@ class Workers:
 def run_hours(keys: list[str], say: Callable[[str], None], quiet: dict) -> dict:
     """Execute `detect` for each hour (steps on the Celery workers), then fold incidents. The environment
     (`deployment_env`) must be set before orchestration.jobs is first imported."""
-    import time
-
+    # imported here, not at the top: the executor is chosen when orchestration.jobs is first imported
     import dagster as dg
     from dagster._core.definitions.reconstruct import ReconstructableRepository
 
@@ -162,9 +165,6 @@ def run_hours(keys: list[str], say: Callable[[str], None], quiet: dict) -> dict:
     warnings.filterwarnings("ignore", message="Task name 'execute_plan' is already registered")
     if os.environ.get("GOODPUT_EXECUTOR") != "celery":
         raise DeploymentError("GOODPUT_EXECUTOR=celery must be set before the definitions are imported")
-    from orchestration.home import goodput_home
-    from orchestration.warehouse import warehouse_for
-
     with warehouse_for(goodput_home()).connect():   # the lake's catalog created and migrated once, before the
         pass                                        # workers' first steps (two creating it at once collide)
     instance = open_instance()

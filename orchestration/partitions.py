@@ -14,6 +14,8 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
+from orchestration.service_config import load_service_settings
+
 HOUR_KEY = "%Y-%m-%d-%H:00"   # strftime format of a partition key
 FALLBACK_START = "2025-01-01-00:00"
 
@@ -41,8 +43,6 @@ def first_raw_hour(raw: Path) -> datetime | None:
 
 def partitions_start(home: Path | None = None) -> str:
     """The first partition key for `home` (default: $GOODPUT_HOME): configured, first raw hour, or fallback."""
-    from orchestration.service_config import load_service_settings
-
     home = Path(home) if home else Path(os.environ.get("GOODPUT_HOME", ".goodput")).resolve()
     configured = load_service_settings(home).partitions.start
     if configured:

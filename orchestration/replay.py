@@ -30,10 +30,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import dagster as dg
 import numpy as np
 import pandas as pd
+from dagster._utils.schedules import cron_string_iterator
 
+from orchestration import sensors_raw
+from orchestration.definitions import build_definitions, resources_for
+from orchestration.home import raw_root
 from orchestration.replay_staging import DEFAULT_LATENCY_S, GrowingCheckpoints, GrowingRawZone, StagedFile, index_file
+from orchestration.scoring import load_truth, match, opened_incidents
 
 __all__ = ["CADENCE", "DEFAULT_LATENCY_S", "TARGETS", "GrowingCheckpoints", "GrowingRawZone", "ReplayResult", "StagedFile",
            "fault_type_table", "index_file", "replay", "schedule_ticks", "tier_table"]
@@ -49,8 +55,6 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 def schedule_ticks(cron: str, timezone_name: str, start: datetime, end: datetime) -> list[datetime]:
     """The schedule's tick times in (start, end], as the Dagster daemon computes them."""
     # dagster's own cron iteration (what the daemon uses), so the ticks are the schedule's exactly
-    from dagster._utils.schedules import cron_string_iterator
-
     ticks = []
     for tick in cron_string_iterator(pd.Timestamp(start).timestamp(), cron, timezone_name):
         if tick > end:
@@ -83,14 +87,6 @@ def replay(staging: Path, home: Path, start, end, *, instance=None, latency: dic
     """Grow `home`'s raw zone from `staging`'s over [start, end + tail) in simulated time, running
     the real sensor's ticks; `staging` holds a simulated raw zone and its ground_truth.jsonl.
     `progress(i, total, line)` is called after each tick."""
-    import dagster as dg
-
-    from orchestration import sensors_raw
-    from orchestration.cli import _read_incidents
-    from orchestration.definitions import build_definitions, resources_for
-    from orchestration.home import raw_root
-    from orchestration.scoring import load_truth, match
-
     start, stop = _aware(start), _aware(end) + tail
     instance = instance or dg.DagsterInstance.get()
     defs = build_definitions(home)
@@ -133,7 +129,7 @@ def replay(staging: Path, home: Path, start, end, *, instance=None, latency: dic
             cpu = time.process_time() - cpu0
             seen_at = tick + timedelta(seconds=wall)
             if requests:
-                incidents, _counts = _read_incidents(home)
+                incidents, _counts = opened_incidents(home)
                 for incident_id in incidents["incident_id"]:
                     incident_seen.setdefault(incident_id, seen_at)
                 matched = match(truth, incidents)

@@ -20,9 +20,20 @@ import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
 from checks.registry import REGISTRY
+from orchestration import sql
+from orchestration.warehouse import warehouse_for
 
 SCORE_COLUMNS = ("fault_type", "injected", "detected", "missed", "incidents", "false_alarms",
                  "precision", "recall", "delay_median_s", "delay_p95_s", "coverage_mean", "coverage_min")
+
+
+def opened_incidents(home: Path) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Every incident's `opened` transition in `home`'s warehouse (what is scored), and the ingested row counts."""
+    with warehouse_for(home).connect(read_only=True, wait_seconds=30) as con:
+        incidents = sql.frame(con, "alerts/transitions")
+        incidents = incidents[incidents["transition"] == "opened"]
+        counts = dict(sql.run(con, "ingest/row_counts").fetchall())
+    return incidents, counts
 
 
 def load_truth(path: Path) -> pd.DataFrame:

@@ -80,11 +80,11 @@ def demo_distributed(home: Path, start: datetime, end: datetime, args, say):
         finally:
             workers.stop()
         say(f"  {summary['partitions']} hours on Celery, {summary['step_retries']} step retries (lake commit conflicts, lost workers)")
-        from orchestration.cli import _read_incidents
         from orchestration.definitions import resources_for
         from orchestration.instance import open_instance
+        from orchestration.scoring import opened_incidents
         from orchestration.sensors import incident_alerts
 
         with dg.build_sensor_context(instance=open_instance(), resources=resources_for(home)) as context:
             incident_alerts(context)
-        return _read_incidents(home)
+        return opened_incidents(home)

@@ -145,3 +145,28 @@ def test_the_extensions_come_from_the_wheels():
         con.execute(f"LOAD {name}")
     loaded = {n for (n,) in con.execute("SELECT extension_name FROM duckdb_extensions() WHERE loaded").fetchall()}
     assert {"ducklake", "postgres_scanner"} <= loaded   # the postgres extension names itself postgres_scanner
+
+
+def test_the_board_reads_a_lake_home_and_sees_each_new_commit(lake, tmp_path):
+    """The board opens the lake its home's service.yaml names; its result cache keys on the lake's latest
+    snapshot, so a page asked again before a write is served from the cache and the first ask after a
+    commit sees the new rows (a file stamp would never change in lake mode, and the board would go stale)."""
+    from board import db
+    from tests.distributed.conftest import write_lake_settings
+
+    home = tmp_path / "lake-home"
+    write_lake_settings(home, {"backend": "ducklake", "catalog": lake.catalog, "data_path": lake.data_path})
+
+    def quarantined() -> tuple[int, tuple]:
+        with db.reading(home) as con:
+            counts = dict(db.cached(con, "ingest/row_counts", None).itertuples(index=False))
+            return counts["quarantined"], db._stamps[id(con)]
+
+    before, version = quarantined()
+    again, same = quarantined()
+    assert (again, same) == (before, version) and version[0] == "ducklake"
+    with lake.connect() as con:
+        con.execute("INSERT INTO quarantine (source, partition_start, file, line, raw, reason) "
+                    "VALUES ('board', TIMESTAMP '2026-11-30 00:00:00', 'b', 1, 'x', 'board test')")
+    after, newer = quarantined()
+    assert after == before + 1 and newer[2] > version[2]
