@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.baseline import BASELINE, DASHBOARD_UTIL, evaluate  # noqa: E402
-from orchestration.scoring import load_truth, match, score  # noqa: E402
+from orchestration.scoring import EXPECTED_QUIET, load_truth, match, score  # noqa: E402
 
 QUICK = [REPO / "bench" / "scenarios" / "quick.yaml"]
 FULL = [REPO / "simulator" / "scenarios" / "faults.yaml", *sorted((REPO / "bench" / "scenarios").glob("detection_*.yaml"))]
@@ -100,6 +100,8 @@ def healthy_gpu_hours(scenario, truth: pd.DataFrame) -> float:
         kind, _, name = fault.entity.partition(":")
         if kind == "gpu":
             gpus = [name]
+        elif kind == "host":   # a host-wide fault (network, telemetry, clock): every GPU of the host
+            gpus = [f"{name}:{g}" for g in range(per_host)]
         elif kind == "rank":
             run_id, _, rank = name.rpartition("/rank-")
             host, gpu = scenario.run(run_id).gpus[int(rank)]
@@ -152,6 +154,12 @@ def _ratio(value: float) -> str:
     return "-" if value != value else f"{value:.2f}"
 
 
+def _quiet(row) -> str:
+    """An expected-quiet fault type's outcome: quiet, or how many incidents it caused (false alarms)."""
+    n = int(row["false_alarms"])
+    return "quiet" if n == 0 else f"{n} false alarm{'s' if n > 1 else ''}"
+
+
 def detection_table(results: list[dict]) -> tuple[str, pd.DataFrame]:
     truth, goodput = pooled(results, "goodput")
     _, baseline = pooled(results, "baseline")
@@ -164,16 +172,19 @@ def detection_table(results: list[dict]) -> tuple[str, pd.DataFrame]:
         b = theirs.loc[t] if t in theirs.index else None
         injected = int((truth["type"] == t).sum())
         rules = ", ".join(r.name.removeprefix("baseline_") for r in BASELINE.for_fault(t)) or "(no rule)"
+        if t in EXPECTED_QUIET:   # nothing to detect: its false alarms are the incidents it caused
+            rules = "(expected quiet)"
         rows.append({
             "fault type": t, "injected": injected,
-            "Goodput recall": _ratio(o["recall"]) if o is not None else "-",
+            "Goodput recall": (_quiet(o) if t in EXPECTED_QUIET else _ratio(o["recall"])) if o is not None else "-",
             "Goodput precision": _ratio(o["precision"]) if o is not None else "-",
             "Goodput delay p50 (min)": _mins(o["delay_median_s"]) if o is not None else "-",
             "Goodput delay p95 (min)": _mins(o["delay_p95_s"]) if o is not None else "-",
             "Goodput open share (mean / min)": (f"{_ratio(o['coverage_mean'])} / {_ratio(o['coverage_min'])}"
                                                 if o is not None and injected else "-"),
             "baseline rules": rules,
-            "baseline recall": _ratio(b["recall"]) if b is not None else ("0.00" if injected else "-"),
+            "baseline recall": ((_quiet(b) if t in EXPECTED_QUIET else _ratio(b["recall"])) if b is not None
+                                else ("0.00" if injected and t not in EXPECTED_QUIET else "-")),
             "baseline precision": _ratio(b["precision"]) if b is not None else "-",
             "baseline delay p50 (min)": _mins(b["delay_median_s"]) if b is not None else "-",
             "baseline delay p95 (min)": _mins(b["delay_p95_s"]) if b is not None else "-",
