@@ -154,7 +154,7 @@ def _ratio(value: float) -> str:
     return "-" if value != value else f"{value:.2f}"
 
 
-def _quiet(row) -> str:
+def _quiet_outcome(row) -> str:
     """An expected-quiet fault type's outcome: quiet, or how many incidents it caused (false alarms)."""
     n = int(row["false_alarms"])
     return "quiet" if n == 0 else f"{n} false alarm{'s' if n > 1 else ''}"
@@ -176,14 +176,14 @@ def detection_table(results: list[dict]) -> tuple[str, pd.DataFrame]:
             rules = "(expected quiet)"
         rows.append({
             "fault type": t, "injected": injected,
-            "Goodput recall": (_quiet(o) if t in EXPECTED_QUIET else _ratio(o["recall"])) if o is not None else "-",
+            "Goodput recall": (_quiet_outcome(o) if t in EXPECTED_QUIET else _ratio(o["recall"])) if o is not None else "-",
             "Goodput precision": _ratio(o["precision"]) if o is not None else "-",
             "Goodput delay p50 (min)": _mins(o["delay_median_s"]) if o is not None else "-",
             "Goodput delay p95 (min)": _mins(o["delay_p95_s"]) if o is not None else "-",
             "Goodput open share (mean / min)": (f"{_ratio(o['coverage_mean'])} / {_ratio(o['coverage_min'])}"
                                                 if o is not None and injected else "-"),
             "baseline rules": rules,
-            "baseline recall": ((_quiet(b) if t in EXPECTED_QUIET else _ratio(b["recall"])) if b is not None
+            "baseline recall": ((_quiet_outcome(b) if t in EXPECTED_QUIET else _ratio(b["recall"])) if b is not None
                                 else ("0.00" if injected and t not in EXPECTED_QUIET else "-")),
             "baseline precision": _ratio(b["precision"]) if b is not None else "-",
             "baseline delay p50 (min)": _mins(b["delay_median_s"]) if b is not None else "-",
