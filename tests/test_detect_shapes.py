@@ -125,3 +125,74 @@ def test_an_expected_quiet_shape_is_scored_by_the_incidents_it_caused(fault):
     caused = pd.DataFrame([_incident("y", "memory_fragmentation", "pre-r", ["node-2:2", "node-2:3"], fault[2] + 2, fault[2] + 10)])
     rows = {r["fault_type"]: r for r in score(truth, caused).to_dict("records")}
     assert rows[fault[0]]["false_alarms"] == 1 and rows[fault[0]]["missed"] == 0
+
+
+# --------------------------------------------------------------------------------------------- #
+# A preempted job requeued from its checkpoint computes its steps again: not a stall
+# --------------------------------------------------------------------------------------------- #
+
+
+def _requeued(hang_at_minute: float | None) -> pd.DataFrame:
+    """A 2-rank job stepping every 2 s from 00:05, checkpoint at step 1200 (00:45), preempted at 01:00
+    (GPUs released), requeued at 01:05 and stepping again from step 1201 at 01:07; with
+    `hang_at_minute` the second attempt stops stepping then while its GPUs stay busy."""
+    first = np.arange(5 * 60.0, 60 * 60.0, 2.0)
+    stop = 100 * 60.0 if hang_at_minute is None else hang_at_minute * 60.0
+    second = np.arange(67 * 60.0, stop, 2.0)
+    t = np.concatenate([first, second])
+    step = np.concatenate([np.arange(1, len(first) + 1), 1200 + np.arange(1, len(second) + 1)])
+    steps = pd.DataFrame({
+        "time": np.repeat(T0 + pd.to_timedelta(t, unit="s"), 2), "run_id": "job", "rank": np.tile([0, 1], len(t)),
+        "world_size": 2, "host": "node-2", "gpu_index": np.tile([2, 3], len(t)), "step": np.repeat(step, 2),
+        "step_seconds": 2.0, "source_file": "job.jsonl", "source_line": 1,
+    })
+    s = np.arange(0.0, 100 * 60.0, 10.0)
+    held = (s < 60 * 60.0) | (s >= 65 * 60.0)
+    util = np.where((s >= 65 * 60.0) & (s < 67 * 60.0), 0.1, 0.96)
+    samples = pd.DataFrame({
+        "time": np.repeat(T0 + pd.to_timedelta(s, unit="s"), 2), "host": "node-2", "gpu_index": np.tile([2, 3], len(s)),
+        "run_id": np.repeat(np.where(held, "job", None), 2), "utilization_ratio": np.repeat(np.where(held, util, 0.0), 2),
+        "source_file": "node-2.jsonl", "source_line": 1,
+    })
+    events = [(4, "run_started", {}), (60, "run_ended", {"status": "preempted"}), (65, "run_started", {})]
+    lineage = pd.DataFrame([{"time": T0 + pd.Timedelta(minutes=m), "event": ev, "run_id": "job",
+                             "payload": json.dumps({"event": ev, "run_id": "job", **p}),
+                             "source_file": "job.lineage.jsonl", "source_line": 1} for m, ev, p in events])
+    thresholds = dict(REGISTRY.get("busy_not_progressing").thresholds)
+    start = T0 + pd.Timedelta(hours=1)
+    with duckdb.connect() as con:
+        migrate(con)
+        for table, frame in (("training_steps", steps), ("gpu_samples", samples), ("lineage_events", lineage)):
+            con.register("f", frame)
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM f")
+            con.unregister("f")
+        frame = sql.frame(con, "detect/busy_not_progressing", {"start": start, "end": start + pd.Timedelta(hours=1), **thresholds})
+    return REGISTRY.get("busy_not_progressing").detector(frame, thresholds)
+
+
+def test_a_requeued_job_computing_its_steps_again_is_not_stalled():
+    assert _requeued(hang_at_minute=None).empty
+
+
+def test_a_requeued_job_that_then_hangs_is_stalled_from_its_last_step():
+    (finding,) = _requeued(hang_at_minute=80).to_dict("records")
+    assert T0 + pd.Timedelta(minutes=79, seconds=55) <= finding["onset"] < T0 + pd.Timedelta(minutes=80)
+
+
+def test_a_requeued_job_resumes_its_loss_curve_from_the_checkpoint(tmp_path):
+    """simulator/scenarios/shapes.yaml: shared-b is preempted at 00:20 and resumes from its last
+    checkpoint; the model resumes too, so its loss goes on from the checkpoint's, not from the start."""
+    from simulator import load_scenario, simulate
+
+    simulate(load_scenario("simulator/scenarios/shapes.yaml"), tmp_path)
+    rows = [json.loads(line) for path in sorted((tmp_path / "raw" / "training_steps").rglob("shared-b*.jsonl"))
+            for line in path.read_text().splitlines() if line.strip()]
+    steps = pd.DataFrame(rows)
+    steps["time"] = pd.to_datetime(steps["time"])
+    steps = steps[steps["rank"] == 0].sort_values("time").reset_index(drop=True)
+    restart = steps["step"].diff().lt(0).idxmax()           # the first record whose step went back
+    resumed = steps.loc[restart:]
+    first = steps.loc[: restart - 1]
+    at_checkpoint = first[first["step"].between(resumed["step"].iloc[0] - 20, resumed["step"].iloc[0] + 20)]["loss"].median()
+    assert resumed.head(40)["loss"].median() == pytest.approx(at_checkpoint, rel=0.05)
+    assert first.head(40)["loss"].median() > 1.2 * at_checkpoint    # the start of the curve is far higher
