@@ -8,14 +8,16 @@ history to compare with) must then be found from the physics, as on the real cap
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from statistics import median
 
 import duckdb
 import pandas as pd
 
-from tests.conftest import run_detect
+import checks.signals  # noqa: F401  (registers the signals)
+from checks.registry import REGISTRY
+from orchestration import sql
+from orchestration.warehouse import migrate
 
 CAPTURE = json.loads((Path(__file__).parent / "fixtures" / "h200_hang" / "truth.json").read_text())
 ONSET = pd.Timestamp("2026-11-30 00:50")   # small.yaml's hang: 00:50-01:10 on run llm-small
@@ -46,16 +48,23 @@ def test_simulated_hung_gpus_draw_the_real_captures_share_of_their_limit(small_r
     assert min(shares) <= real + 0.005 and max(shares) <= real + 0.04
 
 
-def test_a_simulated_hang_in_progress_when_watching_starts_is_found(small_raw_zone, tmp_path, instance):
-    """The raw zone cut so that the first GPU sample and step record are 5 minutes into the hang."""
-    shutil.copytree(small_raw_zone, tmp_path, dirs_exist_ok=True, symlinks=True)
+def test_a_simulated_hang_in_progress_when_watching_starts_is_found(small_raw_zone):
+    """The simulated GPU samples from 5 minutes into the hang on (nothing before: no loaded history),
+    through the real GPU baselines and detect SQL: gpu_busy_low_power must judge from physics."""
     cut = ONSET + pd.Timedelta(minutes=5)
-    for source in ("gpu_samples", "training_steps"):
-        for path in (tmp_path / "raw" / source).rglob("*.jsonl"):
-            lines = path.read_text().splitlines(keepends=True)
-            path.write_text("".join(line for line in lines if line.strip() and _time(json.loads(line)) >= cut))
-    run_detect(tmp_path, "2026-11-30-01:00", instance)
-    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
-        found = con.execute("SELECT signal, run_id, onset FROM findings WHERE signal = 'gpu_busy_low_power'").fetchall()
-    assert [(signal, run) for signal, run, _ in found] == [("gpu_busy_low_power", "llm-small")]
-    assert found[0][2] <= (END - pd.Timedelta(minutes=5)).to_pydatetime()
+    rows = pd.DataFrame([r for r in _records(small_raw_zone, "gpu_samples") if _time(r) >= cut])
+    rows["time"] = pd.to_datetime(rows["time"]).dt.tz_localize(None)
+    rows["source_file"], rows["source_line"] = "node-0.jsonl", 1
+    signal = REGISTRY.get("gpu_busy_low_power")
+    hour = pd.Timestamp("2026-11-30 01:00")
+    with duckdb.connect() as con:
+        migrate(con)
+        columns = {c for (c,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'gpu_samples'").fetchall()}
+        con.register("rows", rows[[c for c in rows.columns if c in columns]])
+        con.execute("INSERT INTO gpu_samples BY NAME SELECT * FROM rows")
+        for start in (hour - pd.Timedelta("1h"), hour):     # the GPU baselines, as the baselines asset builds them
+            sql.run(con, "baselines/gpu_minutes", {"start": start, "end": start + pd.Timedelta("1h"), "window_minutes": 30})
+        frame = sql.frame(con, signal.query, {"start": hour, "end": hour + pd.Timedelta("1h"), **signal.thresholds})
+    found = signal.detector(frame, dict(signal.thresholds)).to_dict("records")
+    assert [f["run_id"] for f in found] == ["llm-small"]
+    assert found[0]["onset"] <= END - pd.Timedelta(minutes=5)
