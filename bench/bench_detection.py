@@ -1,6 +1,6 @@
 """Detection benchmark: Goodput's signals against generic threshold alerts on the same data.
 
-    python bench/bench_detection.py [--quick] [--scenario FILE ...] [--out FILE.json] [--keep DIR]
+    python bench/bench_detection.py [--quick] [--scenario FILE ...] [--out FILE.json] [--keep DIR [--reuse]]
 
 For each scenario: simulate it into a fresh home, process every hour through the real Definitions
 exactly as `goodput demo` does (`orchestration.cli.run_pipeline`: the `detect` job per hour, then
@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.baseline import BASELINE, DASHBOARD_UTIL, evaluate  # noqa: E402
-from orchestration.scoring import load_truth, match, score  # noqa: E402
+from orchestration.scoring import EXPECTED_QUIET, load_truth, match, score  # noqa: E402
 
 QUICK = [REPO / "bench" / "scenarios" / "quick.yaml"]
 FULL = [REPO / "simulator" / "scenarios" / "faults.yaml", *sorted((REPO / "bench" / "scenarios").glob("detection_*.yaml"))]
@@ -53,8 +53,9 @@ def _quiet(_line: str) -> None:
     pass
 
 
-def run_scenario(path: Path, home: Path) -> dict:
-    """Simulate, process through the Definitions, and return truth, both incident sets and timings."""
+def run_scenario(path: Path, home: Path, reuse: bool = False) -> dict:
+    """Simulate, process through the Definitions, and return truth, both incident sets and timings.
+    With `reuse`, a home that `--keep` left processed is scored again as it is (timings 0)."""
     from orchestration.cli import run_pipeline, use_home
     from orchestration.home import warehouse_path
     from orchestration.scoring import opened_incidents
@@ -65,9 +66,11 @@ def run_scenario(path: Path, home: Path) -> dict:
     home.mkdir(parents=True, exist_ok=True)
     use_home(str(home))
     t0 = time.monotonic()
-    simulate(scenario, home)
+    again = reuse and warehouse_path(home).exists()
+    if not again:
+        simulate(scenario, home)
     t1 = time.monotonic()
-    partitions = run_pipeline(home, scenario.start, scenario.end, progress=_quiet)["partitions"]
+    partitions = 0 if again else run_pipeline(home, scenario.start, scenario.end, progress=_quiet)["partitions"]
     t2 = time.monotonic()
     incidents, counts = opened_incidents(home)
     with WarehouseResource(path=str(warehouse_path(home))).connect(read_only=True, wait_seconds=30) as con:
@@ -101,6 +104,8 @@ def healthy_gpu_hours(scenario, truth: pd.DataFrame) -> float:
         kind, _, name = fault.entity.partition(":")
         if kind == "gpu":
             gpus = [name]
+        elif kind == "host":   # a host-wide fault (network, telemetry, clock): every GPU of the host
+            gpus = [f"{name}:{g}" for g in range(per_host)]
         elif kind == "rank":
             run_id, _, rank = name.rpartition("/rank-")
             host, gpu = scenario.run(run_id).gpus[int(rank)]
@@ -153,6 +158,12 @@ def _ratio(value: float) -> str:
     return "-" if value != value else f"{value:.2f}"
 
 
+def _quiet_outcome(row) -> str:
+    """An expected-quiet fault type's outcome: quiet, or how many incidents it caused (false alarms)."""
+    n = int(row["false_alarms"])
+    return "quiet" if n == 0 else f"{n} false alarm{'s' if n > 1 else ''}"
+
+
 def detection_table(results: list[dict]) -> tuple[str, pd.DataFrame]:
     truth, goodput = pooled(results, "goodput")
     _, baseline = pooled(results, "baseline")
@@ -165,16 +176,19 @@ def detection_table(results: list[dict]) -> tuple[str, pd.DataFrame]:
         b = theirs.loc[t] if t in theirs.index else None
         injected = int((truth["type"] == t).sum())
         rules = ", ".join(r.name.removeprefix("baseline_") for r in BASELINE.for_fault(t)) or "(no rule)"
+        if t in EXPECTED_QUIET:   # nothing to detect: its false alarms are the incidents it caused
+            rules = "(expected quiet)"
         rows.append({
             "fault type": t, "injected": injected,
-            "Goodput recall": _ratio(o["recall"]) if o is not None else "-",
+            "Goodput recall": (_quiet_outcome(o) if t in EXPECTED_QUIET else _ratio(o["recall"])) if o is not None else "-",
             "Goodput precision": _ratio(o["precision"]) if o is not None else "-",
             "Goodput delay p50 (min)": _mins(o["delay_median_s"]) if o is not None else "-",
             "Goodput delay p95 (min)": _mins(o["delay_p95_s"]) if o is not None else "-",
             "Goodput open share (mean / min)": (f"{_ratio(o['coverage_mean'])} / {_ratio(o['coverage_min'])}"
                                                 if o is not None and injected else "-"),
             "baseline rules": rules,
-            "baseline recall": _ratio(b["recall"]) if b is not None else ("0.00" if injected else "-"),
+            "baseline recall": ((_quiet_outcome(b) if t in EXPECTED_QUIET else _ratio(b["recall"])) if b is not None
+                                else ("0.00" if injected and t not in EXPECTED_QUIET else "-")),
             "baseline precision": _ratio(b["precision"]) if b is not None else "-",
             "baseline delay p50 (min)": _mins(b["delay_median_s"]) if b is not None else "-",
             "baseline delay p95 (min)": _mins(b["delay_p95_s"]) if b is not None else "-",
@@ -276,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", action="append", help="scenario file(s) instead of the default set")
     parser.add_argument("--out", help="also write the numbers as JSON here")
     parser.add_argument("--keep", help="put the homes under this folder (default: a temporary one, removed)")
+    parser.add_argument("--reuse", action="store_true", help="with --keep: score homes already processed there again")
     args = parser.parse_args(argv)
     paths = [Path(p).resolve() for p in args.scenario] if args.scenario else (QUICK if args.quick else FULL)
     started = time.monotonic()
@@ -284,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         results = []
         for path in paths:
             print(f"... {path.name}", file=sys.stderr, flush=True)
-            results.append(run_scenario(path, root / path.stem))
+            results.append(run_scenario(path, root / path.stem, reuse=args.reuse and bool(args.keep)))
         text, data = report(results, started)
     print(text)
     if args.out:

@@ -58,10 +58,17 @@ def step_time_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
     after the trailing median has absorbed it; noise is the median trailing MAD over the same
     span. A minute is flagged when the step is `min_increase_ratio` slower and `z` noise sigmas
     above the reference; a stretch is reported after `min_minutes`. Medians ignore single slow
-    steps; checkpoint and evaluation pauses produce no step records. When most of the extra time
-    is collective wait (`max_collective_share`), the slowdown is a straggler's or the network's
-    and the distributed signals own it; this signal reports slowdowns in the run's own data or
-    compute time.
+    steps; checkpoint and evaluation pauses produce no step records.
+
+    The pace is the slowest rank's, so a straggler (one rank computing slower, its peers waiting)
+    or a slower network raise it too; those are the distributed signals' to report. What a
+    straggler adds is the growth of the ranks' imbalance (`imbalance_seconds`: the slowest rank's
+    work over the typical rank's, against its lowest trailing median over `ref_minutes`, like the
+    pace's reference); it is taken off the pace before the comparison, so a regression of every
+    rank's own work is still found while a straggler runs beside it. When most of what remains is
+    longer collectives (`max_collective_share`; the shortest collective of any rank, which waits
+    for no one, where the ranks report it), the network owns it. This signal reports slowdowns in
+    the run's own data or compute time.
     """
     if frame.empty:
         return empty_findings()
@@ -75,11 +82,18 @@ def step_time_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
     f["ref_collective"] = rolling(f, "collective_seconds_baseline", ref_minutes, "min", closed="right")
     f["ref_data"] = rolling(f, "data_seconds", thresholds["decompose_minutes"], "median")
     f["ref_compute"] = rolling(f, "compute_seconds", thresholds["decompose_minutes"], "median")
-    f["increase"] = f["pace_seconds"] / f["ref"] - 1.0
-    f["z"] = (f["pace_seconds"] - f["ref"]) / f["ref_noise"].where(f["ref_noise"] > 0)
-    extra = (f["pace_seconds"] - f["ref"]).where(lambda s: s > 0)
-    f["collective_share"] = ((f["collective_seconds"] - f["ref_collective"]) / extra).clip(lower=0.0)
-    f["collective_share"] = f["collective_share"].fillna(0.0)
+    # what the slowest rank's extra work adds to the pace, against the same kind of reference
+    f["straggle_seconds"] = _growth(f, "imbalance_seconds", thresholds["decompose_minutes"], ref_minutes)
+    f["own_pace"] = f["pace_seconds"] - f["straggle_seconds"]
+    f["increase"] = f["own_pace"] / f["ref"] - 1.0
+    f["z"] = (f["own_pace"] - f["ref"]) / f["ref_noise"].where(f["ref_noise"] > 0)
+    extra = (f["own_pace"] - f["ref"]).where(lambda s: s > 0)
+    # the transfer itself: the shortest collective of any rank (the slowest waits for no one); the
+    # median rank's collective where the ranks do not report theirs
+    floor = _growth(f, "collective_floor_seconds", thresholds["decompose_minutes"], ref_minutes)
+    median = f["collective_seconds"] - f["ref_collective"]
+    collective_change = floor.where(f.get("collective_floor_seconds", pd.Series(np.nan, index=f.index)).notna(), median)
+    f["collective_share"] = (collective_change / extra).clip(lower=0.0).fillna(0.0)
     f["flagged"] = (
         (f["baseline_minutes"] >= thresholds["min_history_minutes"])
         & (f["increase"] >= thresholds["min_increase_ratio"])
@@ -95,7 +109,7 @@ def step_time_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
         now = hits.iloc[-1]
         ref = float(first["ref"])
         return {
-            "value": float(now["pace_seconds"]),
+            "value": float(now["own_pace"]),
             "baseline": ref,
             "threshold": ref * (1.0 + thresholds["min_increase_ratio"]),
             "evidence": {
@@ -113,6 +127,9 @@ def step_time_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
                 "compute_seconds": num(now.get("compute_seconds"), 4),
                 "collective_seconds": num(now.get("collective_seconds"), 4),
                 "collective_share_pct": round(100.0 * float(now["collective_share"]), 1),
+                # taken off the pace: the slowest rank's extra work (a straggler's, reported by straggler_rank)
+                "straggler_seconds": num(now["straggle_seconds"], 4),
+                "own_pace_seconds": num(now["own_pace"], 4),
                 "data_seconds_change": num(now["data_seconds"] - first["ref_data"], 4),
                 "compute_seconds_change": num(now["compute_seconds"] - first["ref_compute"], 4),
                 "collective_seconds_change": num(now["collective_seconds"] - first["ref_collective"], 4),
@@ -123,6 +140,17 @@ def step_time_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
         }
 
     return run_findings(f, qualified, stretch, build)
+
+
+def _growth(f: pd.DataFrame, column: str, smooth_minutes: float, ref_minutes: float) -> pd.Series:
+    """How far `column` (per run and minute) stands above its healthy level, >= 0: the minute's value
+    less the lowest trailing `smooth_minutes` median of the last `ref_minutes` (0 where the run does not
+    report it)."""
+    if column not in f.columns:
+        return pd.Series(0.0, index=f.index)
+    values = f[column].astype(float)
+    level = rolling(f, rolling(f, values, smooth_minutes, "median"), ref_minutes, "min", closed="right")
+    return (values - level.fillna(values)).clip(lower=0.0).fillna(0.0)
 
 
 # --------------------------------------------------------------------------------------------- #

@@ -41,6 +41,7 @@ from checks import (  # noqa: E402, F401
     signals_distributed,
     signals_efficiency,  # badput and MFU
     signals_gpu,
+    signals_jobs,  # a job that ended without finishing
     signals_quality,
     signals_serving,
     signals_training,

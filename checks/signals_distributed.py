@@ -69,7 +69,8 @@ REGISTRY.register(Signal(
         "window_minutes": 30.0,        # trailing window of the transfer-time baseline (as the baselines')
         "lookback_minutes": 120.0,
     },
-    fault_types=("collective_regression",),
+    # one host's slow link slows every collective of the runs with a rank on it (the incident names their GPUs)
+    fault_types=("collective_regression", "host_network_degraded"),
     clearing=c.collective_back,
 ))
 

@@ -158,7 +158,8 @@ REGISTRY.register(Signal(
         "bridge_minutes": 6.0,
         "lookback_minutes": 180.0,
     },
-    fault_types=("step_time_regression", "mfu_regression"),  # a kernel regression slows the run's own compute
+    # a kernel regression slows the run's own compute; a data-loader stall its data time (the evidence's data_seconds_change)
+    fault_types=("step_time_regression", "mfu_regression", "data_stall"),
     clearing=c.step_time_back,
 ))
 

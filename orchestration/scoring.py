@@ -23,6 +23,14 @@ from checks.registry import REGISTRY
 from orchestration import sql
 from orchestration.warehouse import warehouse_for
 
+# Fault shapes an operator should NOT be paged for: what they should see instead. They have no signal;
+# an incident on their entity during them that matches no other fault is a false alarm they caused.
+EXPECTED_QUIET = {
+    "preemption": "no incident: the scheduler's own decision (run_ended preempted; a requeue resumes it)",
+    "clock_skew": "no incident: a host's clock off by seconds must not read as a straggler or a silence",
+    "telemetry_gap": "no incident: the GPUs without samples are 'not judged' (judgements), not healthy",
+}
+
 SCORE_COLUMNS = ("fault_type", "injected", "detected", "missed", "incidents", "false_alarms",
                  "precision", "recall", "delay_median_s", "delay_p95_s", "coverage_mean", "coverage_min")
 
@@ -68,6 +76,10 @@ def _entity_matches(incident: pd.Series, entity: str) -> bool:
     if kind == "gpu":
         gpus = incident.get("gpus")
         return gpus is not None and name in list(gpus)
+    if kind == "host":   # a host-wide fault: an incident naming one of the host's GPUs (or the host)
+        gpus, hosts = incident.get("gpus"), incident.get("hosts")
+        return (gpus is not None and any(str(g).startswith(f"{name}:") for g in gpus)) or (
+            hosts is not None and name in list(hosts))
     return False
 
 
@@ -157,6 +169,23 @@ def score(truth: pd.DataFrame, incidents: pd.DataFrame, tolerance_seconds: float
             "coverage_mean": float(covered.loc[covered["type"] == fault_type, "coverage"].mean()) if len(faults) else np.nan,
             "coverage_min": float(covered.loc[covered["type"] == fault_type, "coverage"].min()) if len(faults) else np.nan,
         })
+    for i, row in enumerate(rows):
+        if row["fault_type"] in EXPECTED_QUIET:
+            rows[i] = {**row, **_quiet_row(truth[truth["type"] == row["fault_type"]], incidents, true_ids,
+                                           pd.Timedelta(seconds=tolerance_seconds))}
     table = pd.DataFrame(rows, columns=list(SCORE_COLUMNS))
     # a type nobody injected is worth a row only when it raised false alarms
     return table[(table["injected"] > 0) | (table["false_alarms"] > 0)].reset_index(drop=True)
+
+
+def _quiet_row(faults: pd.DataFrame, incidents: pd.DataFrame, true_ids: set, tol: pd.Timedelta) -> dict:
+    """An expected-quiet type's scores: nothing to detect (recall, precision, delays n/a); its false
+    alarms are the incidents on its entity during it (give or take the tolerance) that match no fault."""
+    loose = incidents[~incidents["incident_id"].isin(true_ids)] if not incidents.empty else incidents
+    caused = set()
+    for fault in faults.itertuples():
+        near = loose[(loose["onset"] <= fault.end + tol) & (loose["last_seen"] >= fault.onset - tol)] if len(loose) else loose
+        caused |= {inc["incident_id"] for _, inc in near.iterrows() if _entity_matches(inc, fault.entity)}
+    return {"detected": 0, "missed": 0, "incidents": len(caused), "false_alarms": len(caused),
+            "precision": np.nan, "recall": np.nan, "delay_median_s": np.nan, "delay_p95_s": np.nan,
+            "coverage_mean": np.nan, "coverage_min": np.nan}

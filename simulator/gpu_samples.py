@@ -15,7 +15,20 @@ from .common import epoch_ms, in_intervals, iso_array, ms_of, stream
 from .encode import enc_bools, enc_floats, enc_ints, enc_strs, enc_times, interleave, json_lines
 from .faults import effects_with
 from .model import Scenario, host_name
-from .physics import BOOST_HZ, CHECKPOINT, CONTEXT_BYTES, EVAL, HANG, IDLE, IDLE_HZ, IDLE_MEMORY_BYTES, STARTUP, THERMAL_TAU_S, TRAIN
+from .physics import (
+    BOOST_HZ,
+    CHECKPOINT,
+    CONTEXT_BYTES,
+    EVAL,
+    HANG,
+    HANG_POWER_SHARE,
+    IDLE,
+    IDLE_HZ,
+    IDLE_MEMORY_BYTES,
+    STARTUP,
+    THERMAL_TAU_S,
+    TRAIN,
+)
 from .timeline import Timeline, host_clock_ms, rank_factor, reserve_cap, reserved_growth
 
 
@@ -155,7 +168,7 @@ def _gpu_columns(scenario: Scenario, host: int, g: int, t: np.ndarray, dt: float
                                 u(0.0, 0.1), u(0.97, 1.0)])
     power = np.select(by_state, [np.clip(idle_power, 60.0, 75.0), limit * u(0.18, 0.25),
                                  limit * np.clip(z(0.75, 0.02), 0.70, 0.80),
-                                 limit * u(0.14, 0.20), limit * u(0.35, 0.45)])
+                                 limit * u(0.14, 0.20), limit * u(*HANG_POWER_SHARE)])
     sm = np.select(by_state, [0.0, u(0.03, 0.12), np.clip(z(0.80, 0.02), 0.7, 0.9),
                               u(0.0, 0.06), np.clip(z(0.90, 0.015), 0.85, 0.95)])
     tensor = np.select(by_state, [0.0, u(0.0, 0.03), np.clip(z(0.45, 0.02), 0.38, 0.52),

@@ -23,6 +23,12 @@ THERMAL_TAU_S = 90.0
 LOSS_SCALE = 65536.0
 COMPUTE_SHARE = 0.8  # compute_seconds / step time of a healthy step
 COLLECTIVE_SHARE = 0.188  # what is left after data (~1.2 %) and compute
+# A hung rank's GPU spins in an NCCL kernel that never completes: utilization 100 %, clocks at boost,
+# and a draw that is mostly the board's static power. The real H200 capture (tests/fixtures/h200_hang,
+# truth.json "phases"."hang") drew 120.5 W of its 700 W limit, 0.171-0.174 of it (p1-p99 of 195 samples);
+# static power differs between boards and with temperature by a few hundredths of the limit, so the
+# share is drawn from this range around the capture, up to issue 17's "about a fifth".
+HANG_POWER_SHARE = (0.16, 0.20)
 
 # fp16 dynamic loss scaling (torch.cuda.amp.GradScaler / Megatron style).
 SCALE_GROWTH_INTERVAL = 2000  # steps without overflow before the scale doubles

@@ -52,7 +52,8 @@ def run_series(scenario: Scenario, tl: Timeline) -> dict:
     if run.precision == "fp16":
         loss_scale, skipped = loss_scale_series(overflow_p, scale_reset, u_overflow, run.ordinary_noise)
     applied = progress * ~(nan | skipped)  # NaN and overflow steps skip the optimizer update
-    k_eff = np.cumsum(applied)
+    # a restarted attempt resumes the model from its checkpoint: its curve goes on from there
+    k_eff = np.cumsum(applied) + float(tl.resumed_from or 0)
 
     curve = run.loss
     base = curve.floor + (curve.initial - curve.floor) * (1.0 + k_eff / curve.s0) ** (-curve.decay)

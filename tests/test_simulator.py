@@ -857,7 +857,7 @@ def test_hangs_keep_their_hardware_face(faults_out):
         g = faults_out.gpus[(faults_out.gpus["run_id"] == run_id) & (faults_out.gpus["time"] >= onset)
                             & (faults_out.gpus["time"] < end)]
         assert len(g) > 0 and (g["utilization_ratio"] >= 0.97).all() and (g["tensor_active_ratio"] <= 0.02).all()
-        assert ((g["power_watts"] / g["power_limit_watts"]).between(0.35, 0.45)).all()
+        assert ((g["power_watts"] / g["power_limit_watts"]).between(0.16, 0.20)).all()   # the real capture: 0.17
 
 
 def test_bundled_scenarios_keep_new_fields_at_zero(small_out):

@@ -23,11 +23,14 @@ WITH data_until AS (
     GROUP BY ALL
 ), runs AS (
     SELECT DISTINCT run_id FROM run_ticks
-), recent AS (   -- one row per completed step: when its last rank finished it
+), attempts AS (   -- a restart from a checkpoint computes its steps again: each attempt's own
+    SELECT run_id, time AS attempt FROM lineage_events SEMI JOIN runs USING (run_id) WHERE event = 'run_started'
+), recent AS (   -- one row per completed step of an attempt: when its last rank finished it
     SELECT p.run_id, p.step, max(p.time) AS time
     FROM training_steps p SEMI JOIN runs USING (run_id)
+    ASOF LEFT JOIN attempts a ON a.run_id = p.run_id AND a.attempt <= p.time
     WHERE p.time >= $start - to_seconds($lookback_seconds) AND p.time < $end
-    GROUP BY ALL
+    GROUP BY p.run_id, p.step, a.attempt
 ), earlier AS (  -- the last step before the lookback, so a long stall keeps its true onset
     SELECT p.run_id, max(p.step) AS step, max(p.time) AS time
     FROM training_steps p SEMI JOIN runs USING (run_id)

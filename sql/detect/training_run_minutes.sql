@@ -3,6 +3,11 @@
 -- `in_window` false: they feed the detectors' trailing windows and persistence but are not reported).
 -- `tick` = minute + 1 minute, when the minute's evidence is complete. `hosts` / `gpus` name where
 -- the run's ranks ran (from `rank_minutes`). Shared by the run-level training signals.
+-- Across the ranks each minute (from `rank_minutes`): `imbalance_seconds`, how much longer the slowest
+-- rank works (compute; without the breakdown, its step less its data time) than the typical one (the
+-- lower median, so that of two ranks the faster is the typical one), the time its peers wait for a
+-- straggler; `collective_floor_seconds`, the shortest collective of any rank, the transfer itself (the
+-- slowest rank waits for no one).
 WITH runs AS (
     SELECT DISTINCT run_id FROM run_minutes WHERE minute >= $start AND minute < $end
 ), first_seen AS (   -- each run's first minute: warm-up is judged by the run's age
@@ -15,6 +20,15 @@ WITH runs AS (
     FROM rank_minutes SEMI JOIN runs USING (run_id)
     WHERE minute >= $start AND minute < $end
     GROUP BY run_id
+), spread AS (
+    SELECT run_id, minute,
+           max(work) - quantile_disc(work, 0.5) AS imbalance_seconds,
+           min(collective_seconds) AS collective_floor_seconds
+    FROM (SELECT run_id, minute, coalesce(compute_seconds, step_seconds - coalesce(data_seconds, 0)) AS work,
+                 collective_seconds
+          FROM rank_minutes SEMI JOIN runs USING (run_id)
+          WHERE minute >= $start - to_seconds(60 * $lookback_minutes) AND minute < $end)
+    GROUP BY run_id, minute
 )
 SELECT m.run_id, m.minute,
        m.minute + INTERVAL 1 MINUTE AS tick, m.minute >= $start AS in_window,
@@ -26,10 +40,11 @@ SELECT m.run_id, m.minute,
        m.loss_baseline, m.loss_mad, m.grad_norm_baseline, m.grad_norm_mad,
        m.collective_seconds_baseline, m.collective_seconds_mad,
        m.baseline_window_minutes, m.baseline_minutes,
-       s.first_minute,
+       s.first_minute, sp.imbalance_seconds, sp.collective_floor_seconds,
        coalesce(p.hosts, []) AS hosts, coalesce(p.gpus, []) AS gpus
 FROM run_minutes m SEMI JOIN runs USING (run_id)
 LEFT JOIN placement p USING (run_id)
 LEFT JOIN first_seen s USING (run_id)
+LEFT JOIN spread sp USING (run_id, minute)
 WHERE m.minute >= $start - to_seconds(60 * $lookback_minutes) AND m.minute < $end
 ORDER BY m.run_id, m.minute;
