@@ -83,15 +83,19 @@ def pages_per_event(transitions: pd.DataFrame, truth: pd.DataFrame, grouping: Gr
         any_of.setdefault(n["incident_id"], set()).update(ids)
     opened = transitions[transitions["transition"] == "opened"].drop_duplicates("incident_id")
     matched = match(truth, opened)
-    per_fault = []
+    per_fault, unpaged = [], []
+    tiers = dict(zip(opened["incident_id"], opened["tier"]))
     for fault in matched.itertuples():
         mine = set(fault.incident_ids)
         raised = {key for key, ids in first_of.items() if ids & mine}
         reached = {key for key, ids in any_of.items() if ids & mine}
         if reached:
-            per_fault.append({"type": fault.type, "entity": fault.entity, "pages": len(raised),
+            per_fault.append({"type": fault.type, "entity": fault.entity, "onset": str(fault.onset), "pages": len(raised),
                               "merged_into_another_page": not raised})
-    frame = pd.DataFrame(per_fault, columns=["type", "entity", "pages", "merged_into_another_page"])
+        elif mine:   # detected, but no incident of it reached the pager (its tier is not paged)
+            unpaged.append({"type": fault.type, "entity": fault.entity, "onset": str(fault.onset),
+                            "tiers": "/".join(sorted({tiers.get(i, "?") for i in mine}))})
+    frame = pd.DataFrame(per_fault, columns=["type", "entity", "onset", "pages", "merged_into_another_page"])
     # a fault the truth says another caused (`caused_by`: a rank dropout from an XID 79) is that
     # fault's event: their one page is right, so it is not counted as merged
     caused = {(c["type"], c["entity"]) for c in causes}
@@ -101,7 +105,8 @@ def pages_per_event(transitions: pd.DataFrame, truth: pd.DataFrame, grouping: Gr
     return {"paged_faults": len(frame), "pages": len(first_of),
             "pages_per_event": round(float(own["pages"].mean()), 3) if not own.empty else None,
             "max_pages_one_event": int(frame["pages"].max()) if not frame.empty else None,
-            "faults_without_own_page": int(frame["merged_into_another_page"].sum()), "by_fault": frame}
+            "faults_without_own_page": int(frame["merged_into_another_page"].sum()), "by_fault": frame,
+            "detected_not_paged": pd.DataFrame(unpaged, columns=["type", "entity", "onset", "tiers"])}
 
 
 def judged_share(con) -> dict:
@@ -217,6 +222,7 @@ def main(argv=None) -> int:
         reuse = args.reuse or (args.resume and (home / ".bench_incidents_processed").exists())
         print(f"{scenario.stem}: {'reusing' if reuse else 'processing'} {home}", file=sys.stderr, flush=True)
         results.append(one(scenario, home, reuse))
+        print(f"{scenario.stem}: {results[-1]['processed']}", file=sys.stderr, flush=True)   # kept if a later one is stopped
     print("machine: " + ", ".join(f"{k} {v}" for k, v in {"cores": os.cpu_count(), "load average":
                                                             " ".join(f"{x:.2f}" for x in os.getloadavg())}.items()))
     print("\n## Pages per injected event and judged share, per scenario\n")
@@ -225,8 +231,11 @@ def main(argv=None) -> int:
         g, s, j = r["grouped"], r["single"], r["judged"]
         print(f"\n### {r['scenario']} ({r['file']})\n")
         both = g["by_fault"].merge(s["by_fault"].drop(columns=["merged_into_another_page"]),
-                                   on=["type", "entity"], suffixes=("_grouped", "_per_incident"))
+                                   on=["type", "entity", "onset"], suffixes=("_grouped", "_per_incident"))
         print(both.to_markdown(index=False) if not both.empty else "no fault reached the pager")
+        if not g["detected_not_paged"].empty:
+            print("\ndetected, not paged (their incidents' tiers are not routed to the pager):\n")
+            print(g["detected_not_paged"].to_markdown(index=False))
         print(f"\njudged: {json.dumps({k: v for k, v in j.items() if k not in ('reasons', 'unjudged')})}")
         if "reasons" in j and not j["reasons"].empty:
             print("\nnot judged (signal, entity-hours):\n")
@@ -238,8 +247,8 @@ def main(argv=None) -> int:
         Path(args.out).write_text(json.dumps({
             "summary": json.loads(summary(results).to_json(orient="records")),
             "scenarios": [{"scenario": r["scenario"], "file": r["file"], "processed": r["processed"],
-                           "pages_grouped": {k: v for k, v in r["grouped"].items() if k != "by_fault"},
-                           "pages_per_incident": {k: v for k, v in r["single"].items() if k != "by_fault"},
+                           "pages_grouped": {k: v for k, v in r["grouped"].items() if k not in ("by_fault", "detected_not_paged")},
+                           "pages_per_incident": {k: v for k, v in r["single"].items() if k not in ("by_fault", "detected_not_paged")},
                            "by_fault": json.loads(r["grouped"]["by_fault"].to_json(orient="records")),
                            "judged": {k: v for k, v in r["judged"].items() if k not in ("reasons", "unjudged")},
                            "not_judged": json.loads(r["judged"]["reasons"].to_json(orient="records")) if "reasons" in r["judged"] else [],
