@@ -23,7 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import platform
+import resource
 import sys
 import tempfile
 import time
@@ -56,9 +58,32 @@ def load() -> str:
         return "load average unknown"
 
 
-def run_one(path: Path, root: Path, sensor: str, tail: float) -> dict:
+def tier_fault_types(tier: str) -> set[str]:
+    """The simulator fault types that a signal of `tier` (its catalogue tier) is meant to catch."""
+    import checks.signals  # noqa: F401  (registers the signals)
+    from checks.registry import REGISTRY
+
+    return {fault for signal in REGISTRY if signal.tier == tier for fault in signal.fault_types}
+
+
+def windows(truth: pd.DataFrame, types: set[str], before: float, after: float) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+    """[onset - before, onset + after] (minutes) around each fault of `types`, overlapping ones merged."""
+    spans = sorted((f.onset - pd.Timedelta(minutes=before), f.onset + pd.Timedelta(minutes=after))
+                   for f in truth.itertuples() if f.type in types)
+    merged: list[list[pd.Timestamp]] = []
+    for lo, hi in spans:
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return [(lo, hi) for lo, hi in merged]
+
+
+def run_one(path: Path, root: Path, sensor: str, tail: float, window_tier: str | None = None,
+            before: float = 2.0, after: float = 6.0) -> dict:
     from orchestration.cli import use_home
     from orchestration.replay import replay
+    from orchestration.scoring import load_truth
     from simulator import load_scenario, simulate
 
     scenario = load_scenario(path)
@@ -68,16 +93,78 @@ def run_one(path: Path, root: Path, sensor: str, tail: float) -> dict:
     simulated = time.monotonic() - t0
     use_home(str(home))  # the home's own persistent Dagster instance, as `goodput replay` uses
     load_before = load()
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), _cpu()
+    spans, evaluate = [], None
+    if window_tier:   # only the sensor ticks around the tier's faults; the data between arrives at the next one
+        spans = windows(load_truth(staging / "ground_truth.jsonl"), tier_fault_types(window_tier), before, after)
+
+        def evaluate(tick) -> bool:
+            moment = pd.Timestamp(tick).tz_convert("UTC").tz_localize(None)
+            return any(lo <= moment <= hi for lo, hi in spans)
 
     def progress(i: int, total: int, line: str) -> None:
         print(f"  [{i}/{total}] {line}", file=sys.stderr, flush=True)
 
     result = replay(staging, home, scenario.start, scenario.end, sensor_name=sensor,
-                    tail=timedelta(minutes=tail), progress=progress)
+                    tail=timedelta(minutes=tail), progress=progress, evaluate=evaluate)
     return {"name": scenario.name, "path": str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path),
-            "result": result, "simulate_s": simulated, "replay_s": time.monotonic() - t0,
-            "load_before": load_before, "load_after": load()}
+            "result": result, "simulate_s": simulated, "replay_s": time.monotonic() - t0, "replay_cpu_s": _cpu() - cpu0,
+            "load_before": load_before, "load_after": load(), "windows": spans}
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (the runs execute in this process)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def delay_parts(result, tier: str) -> pd.DataFrame:
+    """Each detected fault of `tier`, its delay split into parts that add up to it:
+    evidence (the signal's own window: the incident's `opened`, data time, minus the onset), data
+    latency (the slowest source's), the wait for the next sensor tick, ticks that passed without
+    seeing it (extra), and the tick's runs (detect + fold; wall, and CPU beside it)."""
+    latency = max(result.latency.values(), default=0.0)
+    ticks = result.ticks.assign(tick=lambda f: pd.to_datetime(f["tick"], utc=True).dt.tz_localize(None))
+    ticks["seen"] = ticks["tick"] + pd.to_timedelta(ticks["wall_s"], unit="s")
+    incidents = result.incidents
+    rows = []
+    for fault in result.faults[result.faults["tier"] == tier].itertuples():
+        mine = incidents[(incidents["first_seen"] == fault.first_seen) & incidents["signal"].isin(fault.signals)]
+        opened = pd.Timestamp(mine["opened"].min())
+        at = ticks.iloc[(ticks["seen"] - fault.first_seen).abs().argmin()]
+        ready = opened + pd.Timedelta(seconds=latency)
+        earliest = ticks["tick"][ticks["tick"] >= ready].min()     # the first evaluated tick with the evidence in
+        rows.append({
+            "fault": f"{fault.type} {fault.entity}", "onset": fault.onset.strftime("%H:%M:%S"),
+            "signals": ", ".join(fault.signals),
+            "evidence (min)": (opened - fault.onset).total_seconds() / 60,
+            "data latency (min)": latency / 60,
+            "wait for tick (min)": (earliest - ready).total_seconds() / 60,
+            "extra ticks (min)": (at["tick"] - earliest).total_seconds() / 60,
+            "runs wall (min)": at["wall_s"] / 60, "runs CPU (min)": at["cpu_s"] / 60,
+            "delay (min)": fault.delay_s / 60,
+            "delay, runs at CPU time (min)": (fault.delay_s - at["wall_s"] + at["cpu_s"]) / 60,
+        })
+    return pd.DataFrame(rows)
+
+
+def not_replayed() -> str:
+    """The parts of a deployment's delay the replay does not execute (it runs the sensor's requests in
+    process, then the fold, at once): read from the code, so the figures follow it."""
+    import re
+
+    from orchestration import home as home_module
+    from orchestration.sensors import fold_incidents_after_detect, incident_alerts
+    from orchestration.sensors_raw import raw_zone_detect
+
+    dequeue = re.search(r"dequeue_interval_seconds:\s*(\d+)", Path(home_module.__file__).read_text())
+    return (f"raw-zone sensor every {raw_zone_detect.minimum_interval_seconds} s (the replay ticks each minute, "
+            f"{CADENCE_NOTE}); run queue dequeued every {dequeue.group(1) if dequeue else '?'} s (detect, then fold); "
+            f"fold sensor every {fold_incidents_after_detect.minimum_interval_seconds} s; "
+            f"alert sensor every {incident_alerts.minimum_interval_seconds} s; and each run's process start")
+
+
+CADENCE_NOTE = "so its wait for a tick is up to twice the daemon's"
 
 
 def main() -> int:
@@ -90,11 +177,19 @@ def main() -> int:
     parser.add_argument("--tail", type=float, default=15.0, help="minutes to keep ticking after each scenario ends")
     parser.add_argument("--keep", help="keep the staging folders and homes here (default: a temporary folder)")
     parser.add_argument("--out", help="write the tables as JSON here")
+    parser.add_argument("--windows", metavar="TIER", help="evaluate only the sensor ticks around the faults a signal of "
+                        "this tier catches (e.g. SEV1): the same delays for those faults, in a fraction of the time")
+    parser.add_argument("--before", type=float, default=2.0, help="--windows: minutes before each onset")
+    parser.add_argument("--after", type=float, default=6.0, help="--windows: minutes after each onset")
+    parser.add_argument("--parts", default="SEV1", help="the tier whose delays are split into their parts")
     args = parser.parse_args()
 
     paths = [Path(p) for p in args.scenario] if args.scenario else (QUICK if args.quick else FULL)
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="goodput-bench-replay-"))
-    runs = [run_one(p, root, args.sensor, 1.0 if args.quick else args.tail) for p in paths]
+    runs = [run_one(p, root, args.sensor, 1.0 if args.quick else args.tail, args.windows, args.before, args.after)
+            for p in paths]
+    with open(root / "replay_runs.pickle", "wb") as handle:   # the results, to report again without replaying
+        pickle.dump(runs, handle)
 
     faults = pd.concat([r["result"].faults.assign(scenario=r["name"]) for r in runs], ignore_index=True)
     ticks = pd.concat([r["result"].ticks.assign(scenario=r["name"]) for r in runs], ignore_index=True)
@@ -105,7 +200,7 @@ def main() -> int:
         "detect runs": int(r["result"].ticks["runs"].sum()),
         "s per tick p50": round(float(r["result"].ticks["wall_s"].median()), 1),
         "s per tick max": round(float(r["result"].ticks["wall_s"].max()), 1),
-        "replay s": round(r["replay_s"]), "simulate s": round(r["simulate_s"], 1),
+        "replay s": round(r["replay_s"]), "replay CPU s": round(r["replay_cpu_s"]), "simulate s": round(r["simulate_s"], 1),
         "faults": len(r["result"].faults), "detected": int(r["result"].faults["tier"].notna().sum()),
         "incidents": len(r["result"].incidents),
         "false alarms": int(r["result"].incidents["false_alarm"].sum()),
@@ -127,12 +222,24 @@ def main() -> int:
         delay_min=(faults["delay_s"] / 60).round(1),
         signals=faults["signals"].map(", ".join))[["scenario", "type", "entity", "onset", "tier", "signals", "seen", "delay_min"]]
     print(per_fault.rename(columns={"delay_min": "delay (min)"}).to_markdown(index=False))
+    parts = pd.concat([delay_parts(r["result"], args.parts).assign(scenario=r["name"]) for r in runs], ignore_index=True)
+    if not parts.empty:
+        print(f"\n## {args.parts} delay in its parts\n")
+        print(parts.to_markdown(index=False, floatfmt=".2f"))
+        print(f"\n{args.parts} delay p50 {parts['delay (min)'].median():.2f} min, max {parts['delay (min)'].max():.2f}; "
+              f"with each tick's runs at their CPU time (a quiet machine): p50 "
+              f"{parts['delay, runs at CPU time (min)'].median():.2f}, max {parts['delay, runs at CPU time (min)'].max():.2f}")
+    for r in runs:
+        if r["windows"]:
+            print(f"{r['name']}: ticks evaluated only in " + ", ".join(f"{lo:%H:%M:%S}-{hi:%H:%M:%S}" for lo, hi in r["windows"]))
+    print(f"not executed by the replay (a deployment adds them): {not_replayed()}")
     if args.out:
         Path(args.out).write_text(json.dumps({
             "schedule": first.schedule, "cron": first.cron, "machine": machine(),
             "load": [r["load_before"] for r in runs] + [runs[-1]["load_after"]],
             "summary": json.loads(summary.to_json(orient="records")),
             "tiers": json.loads(tiers.to_json(orient="records")),
+            "delay_parts": json.loads(parts.to_json(orient="records")) if not parts.empty else [],
             "fault_types": json.loads(types.to_json(orient="records")),
             "faults": json.loads(faults.to_json(orient="records", date_format="iso")),
             "ticks": json.loads(ticks.to_json(orient="records", date_format="iso")),

@@ -83,10 +83,13 @@ def _aware(moment) -> datetime:
 
 def replay(staging: Path, home: Path, start, end, *, instance=None, latency: dict[str, float] | None = None,
            sensor_name: str = "raw_zone_detect", tail: timedelta = timedelta(minutes=15),
-           progress: Callable[[int, int, str], None] | None = None) -> ReplayResult:
+           progress: Callable[[int, int, str], None] | None = None,
+           evaluate: Callable[[datetime], bool] | None = None) -> ReplayResult:
     """Grow `home`'s raw zone from `staging`'s over [start, end + tail) in simulated time, running
     the real sensor's ticks; `staging` holds a simulated raw zone and its ground_truth.jsonl.
-    `progress(i, total, line)` is called after each tick."""
+    `progress(i, total, line)` is called after each tick. `evaluate(tick)` False leaves a tick out
+    (bench/bench_replay.py --windows: only the minutes around some faults); its data arrives with
+    the next tick evaluated."""
     start, stop = _aware(start), _aware(end) + tail
     instance = instance or dg.DagsterInstance.get()
     defs = build_definitions(home)
@@ -107,6 +110,8 @@ def replay(staging: Path, home: Path, start, end, *, instance=None, latency: dic
     clock = sensors_raw.utcnow
     try:
         for i, tick in enumerate(ticks, 1):
+            if evaluate is not None and not evaluate(tick):
+                continue
             saved = checkpoints.advance(tick)   # the files first, then the lines that name them
             appended = raw.advance(tick)
             cpu0 = time.process_time()

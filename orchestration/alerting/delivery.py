@@ -202,9 +202,13 @@ def deliver(
 
 
 def _attempt(sink: Sink, alert: Mapping, number: int, clock) -> dict:
-    return {"attempt_id": uuid.uuid4().hex, "sink": sink.name, "dedup_key": dedup_key(alert),
-            "incident_id": alert["incident_id"], "transition": alert["transition"], "attempt": number,
-            "attempted_at": _utc_iso(clock())}
+    record = {"attempt_id": uuid.uuid4().hex, "sink": sink.name, "dedup_key": dedup_key(alert),
+              "incident_id": alert["incident_id"], "transition": alert["transition"], "attempt": number,
+              "attempted_at": _utc_iso(clock())}
+    if alert.get("group_members"):   # a grouped notification: which member transitions it told the sink
+        record.update(lead_incident_id=alert.get("lead_incident_id"), group_size=alert.get("group_size"),
+                      carried=list(alert.get("carried") or []))
+    return record
 
 
 def _send_with_retries(sink: Sink, alert, client, journal: AlertJournal, retry: Retry, deadline: float, clock) -> str:

@@ -21,7 +21,8 @@ order, make its notifications:
 
 A group of one is sent exactly as its incident's own transitions (the same alert and dedup keys
 as without grouping); a grouped notification carries `group_members` (each incident, its signal, tier,
-status, entity) and its own `notification_key`. Pure functions of the alert dicts and the clock.
+status, entity), its own `notification_key`, and `carried` (the member transitions it is the first
+notification of). Pure functions of the alert dicts and the clock.
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def _episode_notifications(episode: list[Mapping], grouping: Grouping, now: floa
     ids = list(dict.fromkeys(t["incident_id"] for t in episode))
     anchor = next((i for i in ids if i in notified), ids[0])
     out: list[dict] = []
-    i = 0
+    i = reported = 0   # reported: the episode's transitions some notification has carried so far
     while i < len(episode):
         first = episode[i]
         window = grouping.group_wait_seconds if i == 0 else grouping.group_interval_seconds
@@ -131,8 +132,10 @@ def _episode_notifications(episode: list[Mapping], grouping: Grouping, now: floa
         batch = episode[i:j]
         if {t["incident_id"] for t in seen} == {anchor}:
             out.extend(dict(t) for t in batch if t["transition"] != "resolved" or _all_resolved(seen))
+            reported = j
         elif i == 0 or _all_resolved(seen) or any(t["transition"] != "resolved" for t in batch):
-            out.append(_grouped(anchor, seen, batch, first_of_episode=i == 0))
+            out.append(_grouped(anchor, seen, batch, first_of_episode=i == 0, carried=episode[reported:j]))
+            reported = j
         i = j
     return out, 0
 
@@ -144,9 +147,13 @@ def _all_resolved(transitions: list[Mapping]) -> bool:
     return all(s == "resolved" for s in state.values())
 
 
-def _grouped(anchor: str, seen: list[Mapping], batch: list[Mapping], first_of_episode: bool) -> dict:
+def _grouped(anchor: str, seen: list[Mapping], batch: list[Mapping], first_of_episode: bool,
+             carried: list[Mapping]) -> dict:
     """One notification for a batch: the lead member's alert (most urgent tier, then earliest) under
-    the anchor's id, its members listed with their state as of the batch's last transition."""
+    the anchor's id, its members listed with their state as of the batch's last transition.
+    `carried`: the member transitions it is the first notification of (the batch, and a member's
+    resolve that was held for it), journaled with each attempt so that `goodput incidents show`
+    and the board can say which notification told a sink about a member's transition."""
     latest: dict[str, Mapping] = {}
     for t in seen:
         latest[t["incident_id"]] = t
@@ -178,6 +185,8 @@ def _grouped(anchor: str, seen: list[Mapping], batch: list[Mapping], first_of_ep
         "group_size": count,
         "group_members": members,
         "lead_incident_id": lead["incident_id"],
+        "carried": [{"incident_id": t["incident_id"], "transition": t["transition"], "seq": None if t.get("seq") is None else int(t["seq"])}
+                    for t in carried],
     }
 
 

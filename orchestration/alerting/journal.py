@@ -26,6 +26,7 @@ from orchestration.warehouse import transaction
 # Outcomes: final ones end the attempts at a (sink, dedup key); `sending` is written before a request
 # to a sink that cannot take a repeat, so a crash between sending and journaling still counts as sent.
 FINAL = ("delivered", "rejected", "unconfirmed", "superseded", "suppressed")   # suppressed: `goodput backfill --no-alerts`
+MEMBER_FIELDS = ["attempt_id", "incident_id", "seq", "transition", "lead_incident_id", "group_size"]
 ATTEMPT_FIELDS = ("attempt_id", "sink", "dedup_key", "incident_id", "transition", "attempted_at", "outcome")
 
 
@@ -119,6 +120,28 @@ class AlertJournal:
         return frame
 
 
+    def members_frame(self) -> pd.DataFrame:
+        """One row per (attempt of a grouped notification, member transition it carried), from each
+        attempt's last outcome (`sending` left out, as in `frame`)."""
+        last = {a["attempt_id"]: a for a in self.attempts()}
+        rows = [{"attempt_id": a["attempt_id"], "incident_id": c["incident_id"], "seq": c.get("seq"),
+                 "transition": c["transition"], "lead_incident_id": a.get("lead_incident_id"), "group_size": a.get("group_size")}
+                for a in last.values() if a["outcome"] != "sending" for c in a.get("carried") or []
+                if isinstance(c, dict) and c.get("incident_id") and c.get("transition")]
+        frame = pd.DataFrame(rows, columns=MEMBER_FIELDS)
+        return frame.astype({"seq": "Int64", "group_size": "Int64"})
+
+
+def carried(attempt: Mapping, incident_id: str, transition: str, seq: int | None) -> bool:
+    """Whether this attempt told its sink about the incident's transition: a grouped notification
+    listing it as carried (matched by seq when both know it), or the incident's own alert."""
+    members = attempt.get("carried")
+    if members is None:   # an ungrouped alert (or a journal line written before grouping recorded members)
+        return attempt["dedup_key"] == f"{incident_id}:{transition}"
+    return any(m.get("incident_id") == incident_id and m.get("transition") == transition
+               and (seq is None or m.get("seq") is None or int(m["seq"]) == int(seq)) for m in members)
+
+
 def finished(attempts: Iterable[Mapping]) -> set[tuple[str, str]]:
     """(sink, dedup key) pairs that need no more attempts: delivered, rejected as permanently bad,
     sent without an answer to a sink that cannot take a repeat (unconfirmed, or a `sending` that a
@@ -166,7 +189,8 @@ def mirror_journal(con, journal: AlertJournal) -> int:
     if frame.empty:
         return 0
     before = con.execute("SELECT count(*) FROM alert_attempts").fetchone()[0]
-    with transaction(con, new_attempts=frame):
+    with transaction(con, new_attempts=frame, new_members=journal.members_frame()):
         sql.run(con, "alerts/store_attempts")
+        sql.run(con, "alerts/store_attempt_members")   # which member transitions grouped notifications carried
     return con.execute("SELECT count(*) FROM alert_attempts").fetchone()[0] - before
 

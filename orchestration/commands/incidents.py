@@ -86,7 +86,10 @@ def cmd_show(args) -> int:
                               "AND incident_id <> $id ORDER BY onset", {"c": inc.correlation_id, "id": inc.incident_id}).df()
         started = con.execute("SELECT payload FROM lineage_events WHERE event = 'run_started' AND run_id = $r "
                               "ORDER BY time DESC LIMIT 1", {"r": inc.run_id}).fetchone()
-    attempts = AlertJournal(journal_path(home)).attempts()   # torn or foreign lines skipped
+        # each attempt's last record (torn or foreign lines skipped); a grouped one names its lead
+        attempts = list({a["attempt_id"]: a for a in AlertJournal(journal_path(home)).attempts()}.values())
+        leads = con.execute("SELECT incident_id, tier, title FROM incidents WHERE list_contains($ids, incident_id)",
+                            {"ids": sorted({a["lead_incident_id"] for a in attempts if a.get("lead_incident_id")})}).fetchall()
     print(f"{inc.incident_id}  [{inc.tier}] {inc.status}  {inc.title}")
     print(f"  signal {inc.signal} ({inc.family})  owner {inc.owner}  episode {inc.episode}"
           + (f" (reopens {inc.previous_incident_id})" if inc.previous_incident_id else ""))
@@ -113,16 +116,44 @@ def cmd_show(args) -> int:
     for key, value in sorted(json.loads(inc.evidence or "{}").items()):
         print(f"  {key}: {value}")
     print("\nTransitions")
+    leads = {i: f"{i} [{tier}] {title}" for i, tier, title in leads}
     for t in transitions.itertuples():
-        key = f"{inc.incident_id}:{t.transition}"
-        sinks = sorted({a["sink"] for a in attempts if a["dedup_key"] == key and a["outcome"] == "delivered"})
-        failed = sum(1 for a in attempts if a["dedup_key"] == key and a["outcome"] != "delivered")
         print(f"  {t.transition_at}  {t.transition:<9} {t.tier}  {t.reason}")
-        print(f"      delivered to {', '.join(sinks) or 'no sink yet'}" + (f"; {failed} failed attempt(s)" if failed else ""))
+        for line in delivery_lines(attempts, inc.incident_id, t.transition, t.seq, leads):
+            print(f"      {line}")
     print("\nPlaybook")
     for line in inc.playbook.splitlines():
         print(f"  {line}")
     return 0
+
+
+def delivery_lines(attempts, incident_id: str, transition: str, seq, leads: dict[str, str]) -> list[str]:
+    """Where one transition of an incident went: the sinks that have its own alert, and each grouped
+    notification that carried it (a member of a correlated event reaches a sink inside the event's
+    notification, under the anchor's id): its key, lead incident, and per sink the delivery time."""
+    from orchestration.alerting.journal import carried
+
+    seq = None if _or(seq, None) is None else int(seq)
+    mine = [a for a in attempts if carried(a, incident_id, transition, seq)]
+    delivered = [a for a in mine if a["outcome"] == "delivered"]
+    failed = sum(1 for a in mine if a["outcome"] not in ("delivered", "sending"))
+    lines = []
+    own = sorted({a["sink"] for a in delivered if a.get("carried") is None})
+    if own:
+        lines.append(f"delivered to {', '.join(own)}")
+    by_key: dict[str, list[dict]] = {}
+    for a in (a for a in delivered if a.get("carried") is not None):
+        by_key.setdefault(a["dedup_key"], []).append(a)
+    for key, sent in by_key.items():
+        lead = sent[0].get("lead_incident_id")
+        who = "this incident" if lead == incident_id else leads.get(lead, lead or "unknown")
+        lines.append(f"delivered in the grouped notification {key} (lead {who}; {sent[0].get('group_size') or '?'} members): "
+                     + ", ".join(f"{a['sink']} at {a['attempted_at']}" for a in sorted(sent, key=lambda a: a["attempted_at"])))
+    if not lines:
+        lines.append("delivered to no sink yet")
+    if failed:
+        lines[-1] += f"; {failed} failed attempt(s)"
+    return lines
 
 
 def _or(value, default):
