@@ -54,7 +54,8 @@ def role(proc) -> str:
     for needle, name in (("-m board", "board"), ("dagster-webserver", "webserver"), ("dagster_webserver", "webserver"),
                          ("dagster-daemon", "daemon"), ("_daemon", "daemon"), ("code-server", "code server"),
                          ("code_server", "code server"), ("api grpc", "code server"), ("grpc", "code server"),
-                         (" dev ", "dagster dev"), ("orchestration.cli ui", "goodput ui")):
+                         (" dev ", "dagster dev"), ("orchestration.cli ui", "goodput ui"),
+                         ("orchestration.ui_service", "goodput ui")):
         if needle in line + " ":
             return name
     return "other"

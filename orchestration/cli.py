@@ -199,8 +199,6 @@ def cmd_score(args) -> int:
 
 
 def cmd_ui(args) -> int:
-    from orchestration.ui_service import run_ui
-
     home = use_home(args.home)
     # links in check metadata and alerts open the incident board unless GOODPUT_BOARD_URL says otherwise
     board_url = f"http://{args.host}:{args.board_port}"
@@ -208,8 +206,12 @@ def cmd_ui(args) -> int:
     _say(f"Incident board for {home} on {board_url}")
     _say(f"Dagster UI for {home} on http://{args.host}:{args.port}  (Ctrl-C to stop)")
     # the webserver, the daemon, one code server and the board (not `dagster dev`: its proxy code
-    # server and one-second polls cost more than the whole idle budget, orchestration/ui_service.py)
-    return run_ui(home, args.host, args.port, args.board_port, REPO_ROOT)
+    # server and one-second polls cost more than the whole idle budget, orchestration/ui_service.py),
+    # watched by a fresh process that imports no Dagster (this one holds ~200 MB of it)
+    command = [sys.executable, "-m", "orchestration.ui_service", str(home), args.host, str(args.port),
+               str(args.board_port), str(REPO_ROOT)]
+    os.execvpe(command[0], command, os.environ)
+    return 0
 
 
 def cmd_signals(args) -> int:

@@ -84,6 +84,9 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
                 return [], cursor, [f"waiting for the warehouse before the first look ({reason})"]
             notes.append(f"{reason}: hours new to this sensor are requested as new")
     changed = raw_watch.changed_hours(scanned, known)
+    # what the ingest log vouched for joins the cursor: the next tick need not ask the warehouse again
+    files.update({r: s for r, s in scanned.items() if r not in files and known.get(r) == s
+                  and raw_watch.hour_key(r) not in changed})
     current = now.strftime(HOUR_KEY)
     requests, deferred = [], set()
     for key in sorted(changed):

@@ -148,11 +148,12 @@ def service_sensor(resources: dict) -> dg.SensorDefinition:
         if state.get("redo"):
             requests += redo_requests(state, {r.partition_key for r in requests}, sensors_raw.partitions_in_flight(instance))
         alerts = state.setdefault("alerts", {})
-        monitor = alerting.monitor_alerts()
         if (failed or alert_inputs(warehouse, alerting) != state.get("alert_inputs") or not alerts.get("settled")
-                or (monitor and alerting.pending(monitor, clock=sensors.utcnow))):
+                or not state.get("monitor_settled")):
             notes.append(sensors.alerts_pass(context, lambda: instance, alerts, warehouse, alerting))
             state["alert_inputs"] = alert_inputs(warehouse, alerting)   # after the pass: mirroring writes
+            # an alert about Goodput still waiting (a sink's backoff) keeps the pass running every tick
+            state["monitor_settled"] = not alerting.pending(alerting.monitor_alerts(), clock=sensors.utcnow)
         if time.time() - state.get("monitor_at", 0) >= MONITOR_EVERY_S:
             stale = state.setdefault("stale", {})
             notes.append(sensors.staleness_pass(context, instance, stale, warehouse, alerting, raw_root))
