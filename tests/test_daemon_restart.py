@@ -44,6 +44,8 @@ REPO = Path(__file__).resolve().parent.parent
 SMALL = REPO / "simulator" / "scenarios" / "small.yaml"
 BOUND_S = 3600.0
 """Only against a hang: every wait ends on observable state long before this."""
+pytestmark = pytest.mark.fault_injection   # a kill: `pytest -m fault_injection` runs it with the SIGKILL suite
+
 INCIDENT_COLUMNS = "incident_id, signal, tier, status, onset, opened, last_seen, resolved, entity_type, entity_id, run_id"
 
 
