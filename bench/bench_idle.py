@@ -54,7 +54,8 @@ def role(proc) -> str:
     for needle, name in (("-m board", "board"), ("dagster-webserver", "webserver"), ("dagster_webserver", "webserver"),
                          ("dagster-daemon", "daemon"), ("_daemon", "daemon"), ("code-server", "code server"),
                          ("code_server", "code server"), ("api grpc", "code server"), ("grpc", "code server"),
-                         (" dev ", "dagster dev")):
+                         (" dev ", "dagster dev"), ("orchestration.cli ui", "goodput ui"),
+                         ("orchestration.ui_service", "goodput ui")):
         if needle in line + " ":
             return name
     return "other"
@@ -91,7 +92,9 @@ def main() -> int:
     port = free_port()
     log = open(home / "bench_idle_ui.log", "w")
     started = time.time()
-    ui = subprocess.Popen([*goodput, "ui", "--home", str(home), "--port", str(port)], cwd=REPO, env=env,
+    # a free board port too: two benches side by side (before/after) must not share the board's default 3001
+    ui = subprocess.Popen([*goodput, "ui", "--home", str(home), "--port", str(port), "--board-port", str(free_port())],
+                          cwd=REPO, env=env,
                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     root = psutil.Process(ui.pid)
     cpu_last: dict[int, float] = {}       # pid -> its user+system CPU at its last sample

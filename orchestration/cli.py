@@ -187,42 +187,18 @@ def cmd_score(args) -> int:
     return 0
 
 
-WORKSPACE = """\
-# Written by `goodput ui`: the one code location, found by module name (a checkout or an installed wheel).
-load_from:
-  - python_module:
-      module_name: orchestration.definitions
-      location_name: goodput
-"""
-
-
-def workspace_file(home: Path) -> Path:
-    """The workspace `dagster dev` loads: the checkout's workspace.yaml, else one written into the home."""
-    checked_out = REPO_ROOT / "workspace.yaml"
-    if checked_out.is_file():
-        return checked_out
-    path = home / "dagster" / "workspace.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(WORKSPACE)
-    return path
-
-
 def cmd_ui(args) -> int:
-    import subprocess
-
     home = use_home(args.home)
-    dagster = Path(sys.executable).with_name("dagster")
-    command = [str(dagster) if dagster.exists() else "dagster", "dev", "-w", str(workspace_file(home)),
-               "-h", args.host, "-p", str(args.port)]
-    # the incident board beside it, in the same process group (Ctrl-C, or ending the group, stops both);
-    # links in check metadata and alerts open this board unless GOODPUT_BOARD_URL says otherwise
+    # links in check metadata and alerts open the incident board unless GOODPUT_BOARD_URL says otherwise
     board_url = f"http://{args.host}:{args.board_port}"
     os.environ.setdefault("GOODPUT_BOARD_URL", board_url)
-    subprocess.Popen([sys.executable, "-m", "board", "--home", str(home), "--host", args.host, "--port", str(args.board_port),
-                      "--dagster-url", f"http://{args.host}:{args.port}"], cwd=REPO_ROOT, env=os.environ)
     _say(f"Incident board for {home} on {board_url}")
     _say(f"Dagster UI for {home} on http://{args.host}:{args.port}  (Ctrl-C to stop)")
-    os.chdir(home)
+    # the webserver, the daemon, one code server and the board (not `dagster dev`: its proxy code
+    # server and one-second polls cost more than the whole idle budget, orchestration/ui_service.py),
+    # watched by a fresh process that imports no Dagster (this one holds ~200 MB of it)
+    command = [sys.executable, "-m", "orchestration.ui_service", str(home), args.host, str(args.port),
+               str(args.board_port), str(REPO_ROOT)]
     os.execvpe(command[0], command, os.environ)
     return 0
 

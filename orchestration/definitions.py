@@ -11,8 +11,7 @@ from orchestration.home import goodput_home, raw_root
 from orchestration.jobs import detect_job, incidents_job
 from orchestration.maintenance_schedule import maintenance_daily, maintenance_job
 from orchestration.raw_zone import RawZoneResource
-from orchestration.sensors import fold_incidents_after_detect, goodput_run_failures, goodput_staleness, incident_alerts
-from orchestration.sensors_raw import raw_zone_detect
+from orchestration.sensors_service import service_sensor
 from orchestration.sinks import alerting_resource_for
 from orchestration.thresholds import ThresholdsResource
 from orchestration.warehouse import warehouse_for
@@ -33,13 +32,15 @@ def resources_for(home) -> dict:
 
 
 def build_definitions(home=None) -> dg.Definitions:
+    resources = resources_for(home or goodput_home())
     return dg.Definitions(
         assets=dg.load_assets_from_package_module(assets),
         asset_checks=dg.load_asset_checks_from_package_module(checks),
         jobs=[detect_job, incidents_job, maintenance_job],
         schedules=[maintenance_daily],   # detection is event-driven: sensors_raw.raw_zone_detect
-        sensors=[fold_incidents_after_detect, incident_alerts, goodput_run_failures, goodput_staleness, raw_zone_detect],
-        resources=resources_for(home or goodput_home()),
+        # one sensor does the raw-zone, fold, alert and monitor work: one tick's fixed cost, not five (issue 15)
+        sensors=[service_sensor(resources)],
+        resources=resources,
     )
 
 

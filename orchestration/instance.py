@@ -142,3 +142,22 @@ def open_instance() -> dg.DagsterInstance:
             f"the Dagster instance in {home} is damaged ({text}): move that folder aside and run again; Goodput "
             "writes a fresh one (run history is lost; the warehouse and the raw zone are untouched)") from None
     return instance
+
+
+def fail_dead_runs(instance: dg.DagsterInstance | None) -> list[str]:
+    """Mark failed each run still STARTED whose orchestrating process is gone (local storage only:
+    a run worker killed with the daemon that launched it holds no pool slot between steps, and
+    Dagster's run monitoring cannot check the default launcher's workers). One line per run."""
+    if instance is None or not _local_storage(instance):
+        return []
+    lines = []
+    for record in instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]), limit=100):
+        process = _run_process(instance, record.dagster_run.run_id)
+        if process is None or process_alive(*process):
+            continue
+        instance.report_run_failed(record.dagster_run, f"Goodput: the run's process {process[0]} is gone (killed?)")
+        instance.event_log_storage.free_concurrency_slots_for_run(record.dagster_run.run_id)
+        lines.append(f"marked run {record.dagster_run.run_id[:8]} failed: its process {process[0]} is gone")
+    for line in lines:
+        log.warning(line)
+    return lines

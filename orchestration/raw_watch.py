@@ -15,6 +15,7 @@ import hashlib
 import os
 from collections.abc import Iterable
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 
 HOUR_KEY = "%Y-%m-%d-%H:00"
@@ -30,6 +31,7 @@ def plain_name(relative: str) -> str:
     return relative[:-4] if relative.endswith(".zst") else relative
 
 
+@lru_cache(maxsize=1 << 16)   # every tick asks again for the same few thousand paths
 def hour_key(relative: str) -> str | None:
     """`<source>/<YYYY-MM-DD>/<HH>/<file>` -> partition key, or None for a path that is not an hour file."""
     parts = relative.split("/")

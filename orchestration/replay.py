@@ -93,7 +93,8 @@ def replay(staging: Path, home: Path, start, end, *, instance=None, latency: dic
     start, stop = _aware(start), _aware(end) + tail
     instance = instance or dg.DagsterInstance.get()
     defs = build_definitions(home)
-    sensor = defs.resolve_sensor_def(sensor_name)
+    # the raw-zone sensor alone (goodput ui runs it inside goodput_service): the replay runs the fold itself
+    sensor = sensors_raw.raw_zone_detect if sensor_name == sensors_raw.raw_zone_detect.name else defs.resolve_sensor_def(sensor_name)
     resources = resources_for(home)
     detect = defs.resolve_job_def(sensor.job_name)
     fold = defs.resolve_job_def("fold_incidents")

@@ -126,24 +126,22 @@ def run_alerts(context, alerting: AlertingResource, alerts: list[dict]) -> str:
             f"waiting {result['waiting']}")
 
 
-@dg.sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
-def incident_alerts(context: dg.SensorEvaluationContext, warehouse: WarehouseResource, alerting: AlertingResource):
-    """Deliver each incident transition (opened, escalated, resolved), and each alert about Goodput
-    itself, once to every sink its tier and owner route it to; failing sinks are retried with backoff."""
-    state = json.loads(context.cursor) if context.cursor and context.cursor.startswith("{") else {}
+def alerts_pass(context, instance_fn, state: dict, warehouse: WarehouseResource, alerting: AlertingResource) -> str:
+    """One pass of the alert sensor: deliver what is pending and mirror the journal; updates `state`
+    (its cursor) in place and returns what happened. `context` gives the log; `instance_fn()` the instance."""
     digest = None
     try:
         # the cursor (issue 15): the transitions are read again only when they changed or a delivery waits
         digest = transitions_digest(warehouse) + "|" + hashlib.sha1(repr(alerting.config()).encode()).hexdigest()[:12]
         alerts = [] if digest == state.get("transitions") and state.get("settled") else incident_transitions(warehouse)
     except AlertingConfigError as error:
-        return dg.SkipReason(str(error))
+        return str(error)
     except (WarehouseBusy, WarehouseMissing) as reason:
         alerts, digest = [], None
         if not alerting.monitor_alerts():
-            return dg.SkipReason(str(reason))
+            return str(reason)
     try:
-        run_url = alerting.run_url(_latest_fold_run(context.instance))
+        run_url = alerting.run_url(_latest_fold_run(instance_fn())) if alerts else None
         for alert in alerts:
             alert["dagster_run_url"] = run_url
             alert.update(alert_links(alerting.board_url, alert))   # the incident's page on the board
@@ -151,10 +149,9 @@ def incident_alerts(context: dg.SensorEvaluationContext, warehouse: WarehouseRes
         message = run_alerts(context, alerting, everything)
         settled = not alerting.pending(alerts, clock=utcnow)
     except AlertingConfigError as error:
-        return dg.SkipReason(str(error))
+        return str(error)
     if digest is not None and (alerts or not state.get("settled")):
         state.update(transitions=digest, settled=settled)
-        context.update_cursor(json.dumps(state))
     # mirror the journal (and the monitor outbox) only when it grew since the last mirror: an idle tick takes no write lock
     journaled = len(alerting.journal().attempts()) + len(alerting.monitor_alerts())
     if journaled != state.get("mirrored"):
@@ -162,7 +159,19 @@ def incident_alerts(context: dg.SensorEvaluationContext, warehouse: WarehouseRes
         message += f"; {note}"
         if mirrored:
             state["mirrored"] = journaled
-            context.update_cursor(json.dumps(state))
+    return message
+
+
+@dg.sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+def incident_alerts(context: dg.SensorEvaluationContext, warehouse: WarehouseResource, alerting: AlertingResource):
+    """Deliver each incident transition (opened, escalated, resolved), and each alert about Goodput
+    itself, once to every sink its tier and owner route it to; failing sinks are retried with backoff.
+    (`goodput ui` runs this as part of `goodput_service`, orchestration/sensors_service.py.)"""
+    state = json.loads(context.cursor) if context.cursor and context.cursor.startswith("{") else {}
+    before = json.dumps(state, sort_keys=True)
+    message = alerts_pass(context, lambda: context.instance, state, warehouse, alerting)
+    if json.dumps(state, sort_keys=True) != before:
+        context.update_cursor(json.dumps(state))
     return dg.SkipReason(message)
 
 
@@ -215,16 +224,21 @@ def step_errors(instance: dg.DagsterInstance, run_id: str) -> list[str]:
 def goodput_run_failures(context: dg.RunFailureSensorContext, warehouse: WarehouseResource, alerting: AlertingResource):
     """Alert through the sinks when a Goodput run fails (ingest, checks, fold): until it is fixed,
     Goodput is blind to new incidents."""
-    run = context.dagster_run
-    message = "; ".join(step_errors(context.instance, run.run_id)) or (
-        (context.failure_event.message or "") if context.failure_event else "")
+    message = (context.failure_event.message or "") if context.failure_event else ""
+    context.log.info(alert_run_failure(context, context.instance, context.dagster_run, message, warehouse, alerting))
+
+
+def alert_run_failure(context, instance: dg.DagsterInstance, run: dg.DagsterRun, failure_message: str,
+                      warehouse: WarehouseResource, alerting: AlertingResource) -> str:
+    """Post (once: the incident id is the run's) and deliver the alert about one failed run."""
+    message = "; ".join(step_errors(instance, run.run_id)) or failure_message
     evidence = {"job": run.job_name, "run_id": run.run_id, "error": message[:500],
                 "partition": run.tags.get("dagster/partition")}
     alert = monitor_alert(alerting, incident_id=f"run-failed-{run.run_id}", transition="opened", signal="goodput_run_failed",
                           title=f"Goodput run failed: {run.job_name} ({run.run_id[:8]})", at=utcnow(), evidence=evidence,
                           run_url=alerting.run_url(run.run_id))
     alerting.post_monitor_alert(alert)
-    context.log.info(f"{run_alerts(context, alerting, alerting.monitor_alerts())}; {mirror_attempts(warehouse, alerting)[1]}")
+    return f"{run_alerts(context, alerting, alerting.monitor_alerts())}; {mirror_attempts(warehouse, alerting)[1]}"
 
 
 def newest_raw_arrival(root: Path, hours_per_source: int = 2) -> float | None:
@@ -259,10 +273,20 @@ def goodput_staleness(context: dg.SensorEvaluationContext, warehouse: WarehouseR
     """Alert when no detect run has succeeded, or no raw data has arrived, for the configured time
     (and resolve when it is fresh again). On by default, like the detect schedule. Its warehouse
     resource's set-up frees the pool slots of dead runs each tick (orchestration/instance.py)."""
+    state = json.loads(context.cursor) if context.cursor else {}
+    message = staleness_pass(context, context.instance, state, warehouse, alerting, Path(raw_zone.root))
+    context.update_cursor(json.dumps(state, sort_keys=True))
+    return dg.SkipReason(message)
+
+
+def staleness_pass(context, instance: dg.DagsterInstance, state: dict, warehouse: WarehouseResource,
+                   alerting: AlertingResource, raw_root: Path) -> str:
+    """One staleness check: open or resolve the stale-detect and stale-raw alerts; updates `state` in place."""
     now = utcnow()
-    state = json.loads(context.cursor) if context.cursor else {"since": now, "open": {}}
+    state.setdefault("since", now)
+    state.setdefault("open", {})
     monitor = alerting.config().monitor
-    raw_last, detect_last = newest_raw_arrival(Path(raw_zone.root)), last_detect_success(context.instance)
+    raw_last, detect_last = newest_raw_arrival(raw_root), last_detect_success(instance)
     # Detection is event-driven (issue 15): with no raw data newer than the last detect run there is
     # nothing to detect, so it is fresh; otherwise it is stale once data has waited `after` seconds.
     if raw_last is None or (detect_last is not None and raw_last <= detect_last):
@@ -297,8 +321,7 @@ def goodput_staleness(context: dg.SensorEvaluationContext, warehouse: WarehouseR
                 evidence={"last": last_text}, title=f"Goodput is fresh again: {what} resolved (last: {last_text})"))
             del state["open"][kind]
             notes.append(f"{kind} fresh again")
-    context.update_cursor(json.dumps(state, sort_keys=True))
     delivered = run_alerts(context, alerting, alerting.monitor_alerts())
     if notes:
         delivered += f"; {mirror_attempts(warehouse, alerting)[1]}"
-    return dg.SkipReason("; ".join(notes + [delivered]) if notes else f"fresh or already alerted; {delivered}")
+    return "; ".join(notes + [delivered]) if notes else f"fresh or already alerted; {delivered}"

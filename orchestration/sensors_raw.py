@@ -84,6 +84,9 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
                 return [], cursor, [f"waiting for the warehouse before the first look ({reason})"]
             notes.append(f"{reason}: hours new to this sensor are requested as new")
     changed = raw_watch.changed_hours(scanned, known)
+    # what the ingest log vouched for joins the cursor: the next tick need not ask the warehouse again
+    files.update({r: s for r, s in scanned.items() if r not in files and known.get(r) == s
+                  and raw_watch.hour_key(r) not in changed})
     current = now.strftime(HOUR_KEY)
     requests, deferred = [], set()
     for key in sorted(changed):
@@ -115,26 +118,33 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
     return requests, new_cursor, notes
 
 
+def detect_requests(instance: dg.DagsterInstance | None, cursor: dict, warehouse: WarehouseResource,
+                    root: Path) -> tuple[list[dg.RunRequest], dict, list[str]]:
+    """One look at the raw zone: (run requests, the new cursor, notes)."""
+    settings = load_service_settings(root.parent).raw_sensor
+    requests, new_cursor, notes = plan(root, cursor, utcnow(), settings, warehouse, partitions_in_flight(instance),
+                                       hourly.start.strftime(HOUR_KEY))
+    return ([dg.RunRequest(partition_key=key, run_key=f"{key}@{data_version}", tags={VERSION_TAG: data_version},
+                           job_name=detect_job.name)
+             for key, data_version, _files in requests], new_cursor, notes)
+
+
 @dg.sensor(job=detect_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
 def raw_zone_detect(context: dg.SensorEvaluationContext, warehouse: WarehouseResource, raw_zone: RawZoneResource):
     """Request a detect run for each hour whose raw files changed (new files, appended bytes), one
-    run per partition at a time, oldest hours first; an hour without new data launches nothing."""
+    run per partition at a time, oldest hours first; an hour without new data launches nothing.
+    (`goodput ui` runs this as part of `goodput_service`, orchestration/sensors_service.py.)"""
     started = time.process_time()
-    root = Path(raw_zone.root)
-    settings = load_service_settings(root.parent).raw_sensor
     cursor = json.loads(context.cursor) if context.cursor else {}
     instance = context.instance if _has_instance(context) else None
-    in_flight = partitions_in_flight(instance)
-    requests, new_cursor, notes = plan(root, cursor, utcnow(), settings, warehouse, in_flight,
-                                       hourly.start.strftime(HOUR_KEY))
+    requests, new_cursor, notes = detect_requests(instance, cursor, warehouse, Path(raw_zone.root))
     for note in notes:
         context.log.info(note)
     context.update_cursor(json.dumps(new_cursor, sort_keys=True, separators=(",", ":")))
     if not requests:
         return dg.SkipReason("no new raw data" + (f" ({'; '.join(notes)})" if notes else "")
                              + f" [{time.process_time() - started:.3f} CPU-s]")
-    return [dg.RunRequest(partition_key=key, run_key=f"{key}@{data_version}", tags={VERSION_TAG: data_version})
-            for key, data_version, _files in requests]
+    return requests
 
 
 def _has_instance(context) -> bool:

@@ -78,9 +78,9 @@ def oncall(tmp_path_factory):
     assert simulated.returncode == 0, simulated.stderr
     port, board_port = free_port(), free_port()
     process(home, "2026-11-30T00:00:00+00:00", "2026-11-30T02:00:00+00:00", f"http://127.0.0.1:{board_port}")
-    # the raw-zone sensor would run hour 02 as soon as the daemon starts (its raw data is there and was
+    # the service sensor (its raw-zone part) would run hour 02 as soon as the daemon starts (its raw data is there and was
     # never processed), resolving the hang before the test looks; the test drives the hours itself
-    stopped = subprocess.run([str(Path(sys.executable).with_name("dagster")), "sensor", "stop", "raw_zone_detect",
+    stopped = subprocess.run([str(Path(sys.executable).with_name("dagster")), "sensor", "stop", "goodput_service",
                               "-w", str(REPO / "workspace.yaml")], cwd=REPO, capture_output=True, text=True,
                              env={**_env(), "GOODPUT_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")})
     assert stopped.returncode == 0, stopped.stderr[-2000:]

@@ -20,7 +20,8 @@ def test_definitions_load_with_assets_checks_jobs_and_sensors():
     # one check per signal, and the incidents asset's own (red while a SEV1 is open)
     assert {c.name for c in graph.asset_check_keys} == {s.name for s in REGISTRY} | {CHECK_NAME}
     assert {"detect", "fold_incidents"} <= {j.name for j in defs.resolve_all_job_defs()}
-    assert defs.resolve_sensor_def("incident_alerts") and defs.resolve_sensor_def("raw_zone_detect")
+    # one sensor does the raw-zone, fold, alert and monitor work (issue 15, idle cost)
+    assert [s.name for s in defs.sensors] == ["goodput_service"]
     # event-driven: the raw-zone sensor, not a clock (issue 15); the one schedule is the daily maintenance
     assert [s.job_name for s in defs.schedules] == ["daily_maintenance"]
     for key in graph.get_all_asset_keys():

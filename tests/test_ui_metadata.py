@@ -25,5 +25,5 @@ def test_every_check_has_a_description():
 def test_schedule_and_sensors_are_on_by_default():
     for schedule in defs.schedules:
         assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING, schedule.name
-    for name in ("fold_incidents_after_detect", "incident_alerts"):
+    for name in ("goodput_service",):
         assert defs.resolve_sensor_def(name).default_status == dg.DefaultSensorStatus.RUNNING, name

@@ -1,0 +1,74 @@
+"""`goodput_service`, the one sensor of `goodput ui` (issue 15, idle cost): an idle tick requests
+nothing and skips the alert pass; each hour with new raw data gets one detect run; a successful
+detect run is folded once; a failed one is alerted once and its hour run again (bounded)."""
+
+import json
+import uuid
+from datetime import datetime, timezone
+
+import dagster as dg
+import pytest
+
+from orchestration import sensors_raw, sensors_service
+from orchestration.definitions import build_definitions, resources_for
+
+NOW = datetime(2026, 11, 30, 1, 59, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def sensor(small_home):
+    """(the home's goodput_service sensor, its repository): the sensor as the code server serves it."""
+    with resources_for(small_home)["warehouse"].connect():
+        pass   # a migrated, empty warehouse: the alert pass has something to read
+    defs = build_definitions(small_home)
+    return defs.resolve_sensor_def(sensors_service.SENSOR_NAME), defs.get_repository_def()
+
+
+def tick(sensor, instance, cursor):
+    sensor, repository = sensor
+    with dg.build_sensor_context(instance=instance, cursor=cursor, repository_def=repository) as context:
+        result = sensor.evaluate_tick(context)
+    return list(result.run_requests or []), result.skip_message, result.cursor
+
+
+def add_run(instance, job: str, status: dg.DagsterRunStatus, partition: str = "2026-11-30-00:00") -> str:
+    run_id = str(uuid.uuid4())
+    instance.add_run(dg.DagsterRun(job_name=job, run_id=run_id, status=status,
+                                   tags={"dagster/partition": partition, sensors_raw.VERSION_TAG: "v1"}))
+    return run_id
+
+
+def test_idle_ticks_request_nothing_and_new_data_one_run_per_hour(sensor, instance, small_home, monkeypatch):
+    monkeypatch.setattr(sensors_raw, "utcnow", lambda: NOW)
+    requests, _skip, cursor = tick(sensor, instance, None)
+    assert sorted(r.partition_key for r in requests) == ["2026-11-30-00:00", "2026-11-30-01:00"]
+    assert {r.job_name for r in requests} == {"detect"}
+    for _ in range(2):   # nothing changed: no request, and the alert pass is not run
+        requests, skip, cursor = tick(sensor, instance, cursor)
+        assert requests == [] and skip.startswith("nothing changed"), skip
+    path = sorted((small_home / "raw" / "training_steps").rglob("*.jsonl"))[-1]
+    with open(path, "a") as out:
+        out.write(path.read_text().splitlines()[-1] + "\n")
+    requests, _skip, cursor = tick(sensor, instance, cursor)
+    assert [r.partition_key for r in requests] == ["2026-11-30-01:00"]
+    assert tick(sensor, instance, cursor)[0] == []
+
+
+def test_a_detect_run_is_folded_once_and_a_failed_one_alerted_once_and_redone(sensor, instance, small_home):
+    _requests, _skip, cursor = tick(sensor, instance, None)   # the first tick marks "from now on"
+    ok = add_run(instance, "detect", dg.DagsterRunStatus.SUCCESS)
+    requests, _skip, cursor = tick(sensor, instance, cursor)
+    assert [(r.job_name, r.run_key) for r in requests] == [("fold_incidents", f"after-{ok}")]
+    assert tick(sensor, instance, cursor)[0] == []
+    bad = add_run(instance, "detect", dg.DagsterRunStatus.FAILURE)
+    requests, _skip, cursor = tick(sensor, instance, cursor)
+    assert [(r.job_name, r.partition_key, r.run_key) for r in requests] == [
+        ("detect", "2026-11-30-00:00", "2026-11-30-00:00@v1+redo1")]
+    assert tick(sensor, instance, cursor)[0] == []
+    outbox = [json.loads(line) for line in (small_home / "alerts" / "monitor.jsonl").read_text().splitlines()]
+    assert [a["incident_id"] for a in outbox if a["signal"] == "goodput_run_failed"] == [f"run-failed-{bad}"]
+    # the redo fails too, and once more: two redos per data version, then the hour waits for new data
+    for attempt in (2, None):
+        add_run(instance, "detect", dg.DagsterRunStatus.FAILURE)
+        requests, _skip, cursor = tick(sensor, instance, cursor)
+        assert [r.run_key for r in requests] == ([f"2026-11-30-00:00@v1+redo{attempt}"] if attempt else [])
