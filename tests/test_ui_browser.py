@@ -196,7 +196,7 @@ def test_incident_plots_show_the_run_with_its_incident_shaded(page, ui):
 
 def test_sensors_are_on_by_default(page, ui):
     visit(page, ui, "/automation")
-    for name in ("goodput_service", "daily_maintenance"):   # one sensor does the raw-zone, fold and alert work
+    for name in ("goodput_service", "maintenance_daily"):   # one sensor does the raw-zone, fold and alert work
         page.get_by_text(name, exact=True).wait_for()
     # both switches on (a string predicate would be `eval`, which the page's CSP forbids)
     page.locator("input[type=checkbox]:checked").nth(1).wait_for(state="attached")
