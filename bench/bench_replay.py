@@ -120,10 +120,11 @@ def _cpu() -> float:
 
 def delay_parts(result, tier: str) -> pd.DataFrame:
     """Each detected fault of `tier`, its delay split into parts that add up to it:
-    evidence (the signal's own window: the incident's `opened`, data time, minus the onset), data
-    latency (the slowest source's), the wait for the next sensor tick, ticks that passed without
-    seeing it (extra), and the tick's runs (detect + fold; wall, and CPU beside it)."""
-    latency = max(result.latency.values(), default=0.0)
+    evidence (the incident's `opened`, data time, minus the onset: the signal's own window, and for
+    minute-bucketed signals the rest of the last evidence minute), the wait from then to the first
+    evaluated sensor tick, ticks that passed without seeing it (extra: data latency past the tick,
+    a run in flight), and that tick's runs (detect + fold; wall, and CPU beside it). Data latency
+    (<= 10 s) lies inside the minute bucket: the minute's last GPU sample (:50) arrives at :00."""
     ticks = result.ticks.assign(tick=lambda f: pd.to_datetime(f["tick"], utc=True).dt.tz_localize(None))
     ticks["seen"] = ticks["tick"] + pd.to_timedelta(ticks["wall_s"], unit="s")
     incidents = result.incidents
@@ -132,14 +133,12 @@ def delay_parts(result, tier: str) -> pd.DataFrame:
         mine = incidents[(incidents["first_seen"] == fault.first_seen) & incidents["signal"].isin(fault.signals)]
         opened = pd.Timestamp(mine["opened"].min())
         at = ticks.iloc[(ticks["seen"] - fault.first_seen).abs().argmin()]
-        ready = opened + pd.Timedelta(seconds=latency)
-        earliest = ticks["tick"][ticks["tick"] >= ready].min()     # the first evaluated tick with the evidence in
+        earliest = min(ticks["tick"][ticks["tick"] >= opened].min(), at["tick"])   # the first evaluated tick after the evidence
         rows.append({
             "fault": f"{fault.type} {fault.entity}", "onset": fault.onset.strftime("%H:%M:%S"),
             "signals": ", ".join(fault.signals),
             "evidence (min)": (opened - fault.onset).total_seconds() / 60,
-            "data latency (min)": latency / 60,
-            "wait for tick (min)": (earliest - ready).total_seconds() / 60,
+            "wait for tick (min)": (earliest - opened).total_seconds() / 60,
             "extra ticks (min)": (at["tick"] - earliest).total_seconds() / 60,
             "runs wall (min)": at["wall_s"] / 60, "runs CPU (min)": at["cpu_s"] / 60,
             "delay (min)": fault.delay_s / 60,
