@@ -10,8 +10,9 @@ Five sensors ticking every 30-120 s were most of `goodput ui`'s idle cost. This 
 2. finished runs since the last tick: a fold run after each successful detect run (run key
    `after-<run id>`, as the former run-status sensor), an alert for each failed run (once: the
    alert's id is the run's);
-3. incident alerts (sensors.alerts_pass), only when the warehouse file, the alert journal, the
-   monitor outbox or the routing file changed since the last pass, or a delivery still waits;
+3. incident alerts (sensors.alerts_pass), only when a fold run finished since the last tick, the
+   warehouse file, the alert journal, the monitor outbox or the routing file changed since the last
+   pass, or a delivery still waits (the fold run is what says so on a DuckLake, which has no file);
 4. every `MONITOR_EVERY_S`: staleness (sensors.staleness_pass) and the dead runs' pool slots.
 
 It takes no resource arguments, so Dagster builds neither an instance nor resources for a tick; it
@@ -135,10 +136,12 @@ def service_sensor(resources: dict) -> dg.SensorDefinition:
         requests, state["raw"], raw_notes = sensors_raw.detect_requests(instance, state.get("raw", {}), warehouse, raw_root)
         notes += raw_notes
         runs, state["runs"] = finished_runs(instance, state.get("runs"))
-        failed = 0
+        failed, folded = 0, False
         for run in runs:
             if run.job_name == detect_job.name and run.status == dg.DagsterRunStatus.SUCCESS:
                 requests.append(dg.RunRequest(run_key=f"after-{run.run_id}", job_name=incidents_job.name))
+            elif run.job_name == incidents_job.name and run.status == dg.DagsterRunStatus.SUCCESS:
+                folded = True   # new incident transitions, whichever backend holds them
             elif run.status == dg.DagsterRunStatus.FAILURE:
                 failed += 1
                 notes.append(sensors.alert_run_failure(context, instance, run, _failure_message(instance, run.run_id),
@@ -148,7 +151,7 @@ def service_sensor(resources: dict) -> dg.SensorDefinition:
         if state.get("redo"):
             requests += redo_requests(state, {r.partition_key for r in requests}, sensors_raw.partitions_in_flight(instance))
         alerts = state.setdefault("alerts", {})
-        if (failed or alert_inputs(warehouse, alerting) != state.get("alert_inputs") or not alerts.get("settled")
+        if (failed or folded or alert_inputs(warehouse, alerting) != state.get("alert_inputs") or not alerts.get("settled")
                 or not state.get("monitor_settled")):
             notes.append(sensors.alerts_pass(context, lambda: instance, alerts, warehouse, alerting))
             state["alert_inputs"] = alert_inputs(warehouse, alerting)   # after the pass: mirroring writes

@@ -72,3 +72,21 @@ def test_a_detect_run_is_folded_once_and_a_failed_one_alerted_once_and_redone(se
         add_run(instance, "detect", dg.DagsterRunStatus.FAILURE)
         requests, _skip, cursor = tick(sensor, instance, cursor)
         assert [r.run_key for r in requests] == ([f"2026-11-30-00:00@v1+redo{attempt}"] if attempt else [])
+
+
+def test_a_finished_fold_runs_the_alert_pass_though_no_file_changed(sensor, instance, monkeypatch):
+    """On a DuckLake no warehouse file changes when the fold commits new incidents: the fold run's end
+    is what starts the alert pass, so the lake's incidents are paged as promptly as the file's."""
+    passes = []
+    real = sensors_service.sensors.alerts_pass
+    monkeypatch.setattr(sensors_service.sensors, "alerts_pass", lambda *a, **k: passes.append(1) or real(*a, **k))
+    _requests, _skip, cursor = tick(sensor, instance, None)
+    while passes:   # the first ticks settle the alert cursor; then an idle tick runs no pass
+        passes.clear()
+        _requests, _skip, cursor = tick(sensor, instance, cursor)
+    add_run(instance, "fold_incidents", dg.DagsterRunStatus.SUCCESS)
+    _requests, _skip, cursor = tick(sensor, instance, cursor)
+    assert passes == [1]
+    passes.clear()
+    tick(sensor, instance, cursor)
+    assert passes == []
