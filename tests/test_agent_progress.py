@@ -10,8 +10,7 @@ from pathlib import Path
 from orchestration.commands.agent import _discovery
 from orchestration.progress import Ticker
 from sources.nvml_agent import NvmlAgent
-from tests.conftest import run_with_stderr_on_a_terminal
-from tests.test_nvml_agent import FakeGpu, make_fake_nvml
+from tests.helpers import FakeGpu, make_fake_nvml, run_with_stderr_on_a_terminal
 
 REPO = Path(__file__).resolve().parent.parent
 AGENT_BENCH = [sys.executable, "bench/agent_cpu.py", "--samples", "5", "--gpus", "3"]

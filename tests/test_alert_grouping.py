@@ -8,8 +8,8 @@ import pandas as pd
 from assets.incidents import incidents
 from orchestration.alerting.config import Grouping
 from orchestration.alerting.grouping import notifications, pages
+from tests.helpers import _store, evaluated, finding, memory_instance
 from tests.test_alerting import clock, home, loopback, resources, table, tick  # noqa: F401  (fixtures)
-from tests.test_lifecycle import _store, evaluated, finding
 
 GPU = ["node-0:3"]
 GPUS8 = [f"node-0:{i}" for i in range(8)]
@@ -36,7 +36,7 @@ def _fold(home, instance, found):  # noqa: F811
 
 def test_one_event_pages_once_with_its_members_and_an_unrelated_event_pages_again(home, loopback, clock):  # noqa: F811
     # event 1 at minute 0 on node-0 / run llm; event 2 at minute 60 on node-5 / run other: unrelated
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         _fold(home, instance, _xid_event(0) + _xid_event(60, run="other", host="node-5"))
         tick(home, instance)
         tick(home, instance)          # nothing is sent twice

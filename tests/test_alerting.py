@@ -26,7 +26,7 @@ from orchestration.sensors import goodput_run_failures, goodput_staleness, incid
 from orchestration.sinks import AlertingConfigError, load_config, pagerduty_event, slack_message
 from orchestration.sinks import alerting_resource_for as alerting_for
 from orchestration.warehouse import WarehouseResource
-from tests.test_lifecycle import _hang, _store, evaluated
+from tests.helpers import _hang, _store, evaluated
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET_KEY = "R0UT1NGKEYsecret0000000000000000"
@@ -475,7 +475,7 @@ def test_a_held_write_lock_is_try_later_and_never_a_duplicate(home, loopback, cl
 def test_an_escalation_by_cost_pages_again_on_the_same_dedup_key(home, loopback, clock):
     """64 straggling ranks (SEV2) for an hour: one run incident, escalated to SEV1 when 32 GPU-hours
     are at risk (30 min on 64 GPUs); PagerDuty hears trigger (error), trigger (critical), resolve."""
-    from tests.test_lifecycle import finding
+    from tests.helpers import finding
 
     found = [finding("straggler_rank", "rank", f"llm/rank-{r}", 0, 5 + 25 * k, 30 + 30 * k, run_id="llm", rank=r,
                      hosts=[f"node-{r // 8}"], gpus=[f"node-{r // 8}:{r % 8}"]) for r in range(64) for k in (0, 1)]

@@ -18,6 +18,7 @@ from orchestration.cli import main
 from orchestration.commands.backfill import hours_with_data
 from orchestration.definitions import resources_for
 from orchestration.warehouse import WarehouseResource
+from tests.helpers import memory_instance
 
 START = datetime(2026, 11, 29, 10, 0, 0)
 NAN_AT = START + timedelta(minutes=10)          # the interval ending 10:10:00 printed no lm loss
@@ -85,7 +86,7 @@ def test_no_alerts_suppresses_history_and_the_sensor_keeps_it_so(backfilled, cap
     # the alert sensor that runs later finds nothing pending for the history
     from orchestration.sensors import incident_alerts
 
-    with dg.instance_for_test() as instance, dg.build_sensor_context(instance=instance, resources=resources_for(backfilled)) as ctx:
+    with memory_instance() as instance, dg.build_sensor_context(instance=instance, resources=resources_for(backfilled)) as ctx:
         assert "no new incident transitions" in str(incident_alerts(ctx).skip_message)
     assert not delivered.exists() or delivered.read_text() == ""
 

@@ -23,6 +23,7 @@ from checks.registry import REGISTRY
 from orchestration.definitions import resources_for
 from simulator import load_scenario, simulate
 from simulator.badput_shapes import CATEGORIES
+from tests.helpers import memory_instance
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "simulator" / "scenarios" / "badput.yaml"
@@ -42,7 +43,7 @@ def shapes(tmp_path_factory):
     simulate(scenario, home)
     resources = resources_for(home)
     checks = {}
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         for key in HOURS:
             result = dg.materialize([*ingest_assets, badput, *CHECKS], resources=resources, partition_key=key, instance=instance)
             assert result.success
@@ -112,7 +113,7 @@ def test_rerunning_a_partition_leaves_the_same_rows(shapes, tmp_path):
     shutil.copytree(shapes["home"], copy, ignore=shutil.ignore_patterns("raw", "checkpoints"))
     (copy / "raw").symlink_to(shapes["home"] / "raw")
     resources = resources_for(copy)
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         for key in reversed(HOURS):  # the later hour first, then the earlier one again
             assert dg.materialize([*ingest_assets, badput], selection=[badput.key], resources=resources,
                                   partition_key=key, instance=instance).success

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from tests.conftest import run_detect
+from tests.helpers import run_detect
 
 HOURS = ("2026-11-30-00:00", "2026-11-30-01:00")
 

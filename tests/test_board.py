@@ -13,18 +13,13 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import dagster as dg
-import httpx
 import pandas as pd
 import pytest
-import uvicorn
 
 from assets.incidents import incidents
 from assets.ingest import ingest_assets
@@ -35,49 +30,9 @@ from orchestration.board_links import BoardResource
 from orchestration.definitions import resources_for
 from orchestration.warehouse import WarehouseResource
 from simulator import load_scenario, simulate
-from tests.conftest import SMALL
-from tests.test_lifecycle import _hang, _store, evaluated
-from tests.test_sql_cli import HOLDER
+from tests.helpers import HOLDER, SMALL, LiveBoard, _hang, _store, evaluated, memory_instance, text_of
 
 T0 = pd.Timestamp("2026-11-30 00:50:00")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LiveBoard:
-    """The board app under uvicorn on a free loopback port, in a thread; `url` is its base."""
-
-    def __init__(self, home: Path, dagster_url: str = "http://127.0.0.1:3000"):
-        from board.app import create_app
-
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(create_app(home, dagster_url), host="127.0.0.1", port=self.port,
-                                                    log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> LiveBoard:
-        self.thread.start()
-        while not self.server.started:   # uvicorn sets it once the socket listens
-            assert self.thread.is_alive(), "the board's server stopped while starting"
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join()
-
-    def get(self, path_or_url: str) -> httpx.Response:
-        url = path_or_url if path_or_url.startswith("http") else self.url + path_or_url
-        return httpx.get(url, timeout=60)
-
-
-def text_of(html: str) -> str:
-    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
 
 
 # ------------------------------------------------------------------------------------- one hang counted once
@@ -136,7 +91,7 @@ def test_the_incidents_check_fails_error_while_a_sev1_is_open_and_passes_after_i
     warehouse = WarehouseResource(path=str(tmp_path / "warehouse.duckdb"))
     resources = {"warehouse": warehouse, "board": BoardResource(url="http://board.test")}
     _store(warehouse, pd.DataFrame([_hang(0, 6, 30)]), evaluated("busy_not_progressing", 30))
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         result = dg.materialize([incidents, no_open_sev1_sev2], resources=resources, instance=instance)
         (check,) = result.get_asset_check_evaluations()
         assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
@@ -176,7 +131,7 @@ def test_a_staleness_alert_is_listed_as_an_open_incident_and_leaves_when_fresh(t
             sensors.goodput_staleness(context)
             return context.cursor
 
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         cursor = tick(instance, None)                   # starts watching: nothing seen yet, not stale
         now[0] += 20 * 60                               # 20 minutes without a detect run or raw data
         cursor = tick(instance, cursor)
@@ -229,7 +184,7 @@ def small_processed(tmp_path_factory) -> Path:
     home = tmp_path_factory.mktemp("board")
     simulate(load_scenario(SMALL), home)
     resources = resources_for(home)
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         for key in ("2026-11-30-00:00", "2026-11-30-01:00"):
             assert dg.materialize([*ingest_assets, *signal_checks], resources=resources, partition_key=key,
                                   instance=instance).success

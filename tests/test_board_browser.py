@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_ui_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, free_port
+from tests.helpers import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 ONCALL = REPO / "tests" / "fixtures" / "oncall.yaml"

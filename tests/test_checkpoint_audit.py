@@ -16,67 +16,9 @@ import duckdb
 import numpy as np
 import pytest
 
-from simulator.checkpoint_files import safetensors_bytes as _safetensors_bytes
-from simulator.checkpoint_files import torch_save_bytes
 from sources import checkpoint_audit as ca
 from sources.client import MANIFEST_NAME, file_manifest
-
-
-def _tensors(seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {"w": rng.standard_normal((64, 32)).astype("<f4"), "b": rng.standard_normal(32).astype("<f4")}
-
-
-def goodput_checkpoint(folder: Path) -> Path:
-    folder.mkdir(parents=True)
-    for rank in range(2):
-        (folder / f"model_rank{rank:03d}.safetensors").write_bytes(_safetensors_bytes(_tensors(rank)))
-        (folder / f"optim_rank{rank:03d}.pt").write_bytes(torch_save_bytes(_tensors(10 + rank)))
-    (folder / "metadata.json").write_text('{"step": 100}\n')
-    (folder / MANIFEST_NAME).write_text(json.dumps({"run_id": "r1", "step": 100, **file_manifest(folder)}))
-    return folder
-
-
-def hf_checkpoint(folder: Path, shards: int = 3) -> Path:
-    folder.mkdir(parents=True)
-    weight_map = {}
-    for i in range(1, shards + 1):
-        name = f"model-{i:05d}-of-{shards:05d}.safetensors"
-        tensors = {f"layers.{i}.{k}": v for k, v in _tensors(i).items()}
-        (folder / name).write_bytes(_safetensors_bytes(tensors))
-        weight_map.update({t: name for t in tensors})
-    (folder / ca.SAFETENSORS_INDEX).write_text(json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}))
-    (folder / "config.json").write_text("{}")
-    return folder
-
-
-def distcp_checkpoint(folder: Path, ranks: int = 4) -> Path:
-    """A .distcp layout: torch.distributed.checkpoint's own writer when torch is here, else the same
-    file names with a .metadata holding the shard names as the real pickle does."""
-    try:
-        import torch
-        import torch.distributed.checkpoint as dcp
-    except ImportError:
-        folder.mkdir(parents=True)
-        names = [f"__{r}_0.distcp" for r in range(ranks)]
-        (folder / ".metadata").write_bytes(b"\x80\x04" + b"".join(b"\x8c" + bytes([len(n)]) + n.encode() for n in names) + b".")
-        for n in names:
-            (folder / n).write_bytes(os.urandom(256))
-        return folder
-    # one process writes one shard; the other ranks' files are that shard under the names the
-    # metadata would give them, so the set is what a `ranks`-way save leaves
-    dcp.save({"w": torch.ones(8, 8), "b": torch.zeros(8)}, checkpoint_id=str(folder))
-    return folder
-
-
-def torch_file(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(torch_save_bytes(_tensors(7)))
-    return path
-
-
-def kinds(audit: ca.Audit) -> set[str]:
-    return {p.kind for p in audit.problems}
+from tests.helpers import checkpoint_tensors, distcp_checkpoint, goodput_checkpoint, hf_checkpoint, kinds, torch_file
 
 
 def flip_byte(path: Path, offset: int = -3) -> None:
@@ -114,7 +56,7 @@ def test_a_real_torch_save_file_passes_and_our_torch_files_load_with_torch(tmp_p
     assert ca.audit_checkpoint(real).ok
     ours = torch_file(tmp_path / "ours.pt")
     state = torch.load(ours, weights_only=True)
-    assert np.array_equal(state["w"].numpy(), _tensors(7)["w"])
+    assert np.array_equal(state["w"].numpy(), checkpoint_tensors(7)["w"])
 
 
 # --------------------------------------------------------------------------- Goodput manifest folders

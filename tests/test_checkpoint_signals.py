@@ -18,7 +18,7 @@ from checks.registry import REGISTRY
 from orchestration.definitions import resources_for
 from orchestration.scoring import load_truth, score
 from simulator import scenario_from_dict, simulate
-from tests.conftest import run_detect
+from tests.helpers import memory_instance, run_detect
 
 T = pd.Timestamp("2026-11-30 00:00:00")
 INTEGRITY = ("checkpoint_file_mismatch", "checkpoint_corrupt", "checkpoint_truncated", "checkpoint_partial_write",
@@ -194,7 +194,7 @@ def processed(tmp_path_factory):
     simulate(scenario_from_dict(_doc(faults)), home)
     resources = resources_for(home)
     hashed, evaluations = {}, {}
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         for key in ("2026-11-30-00:00", "2026-11-30-01:00"):
             result = run_detect(home, key, instance)
             evaluations[key] = {e.check_name: e for e in result.get_asset_check_evaluations()}
@@ -278,7 +278,7 @@ def test_only_checkpoints_under_the_configured_roots_are_read(tmp_path):
 
     from assets.checkpoints import CheckpointsConfig, audit_partition
     from sources.checkpoint_audit import HashCache
-    from tests.test_checkpoint_audit import goodput_checkpoint
+    from tests.helpers import goodput_checkpoint
 
     home = tmp_path / "home"
     goodput_checkpoint(home / "checkpoints" / "r" / "step-000100")

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from tests.helpers import copy_home
+
 REPO = Path(__file__).resolve().parent.parent
 GOODPUT = [sys.executable, "-m", "orchestration.cli"]
 
@@ -16,11 +18,11 @@ def run(*args, home=None, **kw):
     return subprocess.run([*GOODPUT, *args], cwd=REPO, env=env, capture_output=True, text=True, **kw)
 
 
-def test_demo_on_the_small_scenario_reports_the_hang_and_keeps_run_history(tmp_path):
-    home = tmp_path / "home"
-    done = run("demo", "--home", str(home), "--scenario", str(REPO / "simulator/scenarios/small.yaml"))
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
+def test_demo_on_the_small_scenario_reports_the_hang_and_keeps_run_history(small_demo, tmp_path):
+    # the session's one small demo (tests/conftest.py: a real `goodput demo` subprocess), on a copy of its home
+    home = copy_home(small_demo["home"], tmp_path / "home")
+    assert small_demo["status"] == 0, small_demo["terminal"]
+    out = small_demo["stdout"]
     assert "Run busy but not progressing: run llm-small" in out and "[SEV1]" in out
     score_line = next(line for line in out.splitlines() if line.strip().startswith("hang"))
     assert score_line.split()[1:5] == ["1", "1", "0", "0"]      # injected, detected, missed, false alarms

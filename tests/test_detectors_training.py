@@ -385,7 +385,7 @@ def faulty_home(tmp_path_factory):
 
     from simulator import simulate
     from simulator.scenario import scenario_from_dict
-    from tests.conftest import run_detect
+    from tests.helpers import run_detect
 
     home = tmp_path_factory.mktemp("training-faults")
     simulate(scenario_from_dict(TRAINING_FAULTS), home)
@@ -397,7 +397,7 @@ def faulty_home(tmp_path_factory):
 
 
 def test_checks_flag_the_simulated_faults_with_evidence(faulty_home):
-    from tests.conftest import check_evaluation
+    from tests.helpers import check_evaluation
 
     _, results = faulty_home
     first, second = results["2026-11-30-00:00"], results["2026-11-30-01:00"]

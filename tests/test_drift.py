@@ -12,23 +12,17 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from simulator import load_scenario, simulate
-from tests.conftest import check_evaluation, run_detect
+from tests.helpers import check_evaluation
 
 REPO = Path(__file__).resolve().parent.parent
 QUALITY = REPO / "simulator" / "scenarios" / "quality.yaml"
 
 
 @pytest.fixture(scope="module")
-def drifted(tmp_path_factory):
-    """quality.yaml, hours 00-02: chat-base's reference is 00:10-01:10, input drift from 01:15."""
-    home = tmp_path_factory.mktemp("quality")
-    simulate(load_scenario(QUALITY), home)
-    results = {}
-    with dg.instance_for_test() as instance:
-        for hour in range(3):
-            results[hour] = run_detect(home, f"2026-11-30-{hour:02d}:00", instance)
-    return home, results
+def drifted(quality_first_hours):
+    """quality.yaml, hours 00-02 (tests/conftest.py): chat-base's reference is 00:10-01:10, input drift
+    from 01:15. The home is the copy taken after hour 02; the results are those hours' detect runs."""
+    return quality_first_hours["snapshot"], quality_first_hours["results"]
 
 
 def _history(home: Path):

@@ -6,7 +6,6 @@ import random
 import shutil
 from pathlib import Path
 
-import dagster as dg
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,6 +14,7 @@ from assets import incident_fold as full
 from assets.incidents_incremental import clear_state, fast_correlate, fold_incrementally, store
 from orchestration import sql
 from orchestration.warehouse import WarehouseResource
+from tests.helpers import memory_instance
 
 REPO = Path(__file__).resolve().parent.parent
 FAULTS = REPO / "simulator" / "scenarios" / "faults.yaml"
@@ -34,7 +34,7 @@ def detected(tmp_path_factory) -> Path:
     scenario = load_scenario(FAULTS)
     simulate(scenario, home)
     detect = build_definitions(home).resolve_job_def("detect")
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         for key in hour_keys(scenario.start, scenario.end)[:HOURS]:
             assert detect.execute_in_process(partition_key=key, instance=instance,
                                              run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}}).success

@@ -11,33 +11,11 @@ import pandas as pd
 import pytest
 import tensorboard.summary as tb
 
-from assets.ingest import SOURCES, ingest_partition
 from orchestration.cli import main
-from orchestration.warehouse import WarehouseResource
 from sources.importers import ImportErrorForUser, import_predictions, import_tensorboard, megatron_steps
+from tests.helpers import MEGATRON_DEEPSPEED, MEGATRON_LM, ingest_all, query
 
 T0 = datetime(2026, 11, 30, 3, 0, tzinfo=timezone.utc)
-# Megatron log lines in their real formats (hand-made, long lines kept as printed).
-FIXTURES = Path(__file__).parent / "fixtures" / "megatron"
-
-
-def ingest_all(home: Path, table: str) -> dict:
-    source = next(s for s in SOURCES if s.table == table)
-    hours = sorted({datetime.strptime(f"{p.parent.parent.name} {p.parent.name}", "%Y-%m-%d %H")
-                    for p in (home / "raw" / source.folder).glob("*/*/*.jsonl")})
-    totals = {"rows_loaded": 0, "rows_quarantined": 0}
-    with WarehouseResource(path=str(home / "warehouse.duckdb")).connect() as con:
-        for hour in hours:
-            files = sorted((home / "raw" / source.folder / hour.strftime("%Y-%m-%d") / hour.strftime("%H")).glob("*.jsonl"))
-            result = ingest_partition(con, source, files, hour, hour + timedelta(hours=1))
-            totals["rows_loaded"] += result["rows_loaded"]
-            totals["rows_quarantined"] += result["rows_quarantined"]
-    return totals
-
-
-def query(home: Path, sql: str):
-    with WarehouseResource(path=str(home / "warehouse.duckdb")).connect(read_only=True) as con:
-        return con.execute(sql).fetchall()
 
 
 def write_tensorboard(logdir: Path, steps: int = 30) -> None:
@@ -83,11 +61,6 @@ def test_tensorboard_import_needs_a_run_id_and_files(tmp_path):
         import_tensorboard([tmp_path], tmp_path / "raw", run_id=None)
     with pytest.raises(ImportErrorForUser, match="no input files"):
         import_tensorboard([tmp_path], tmp_path / "raw", run_id="r")
-
-
-MEGATRON_LM = (FIXTURES / "megatron_lm.log").read_text()
-# Megatron-DeepSpeed: no timestamp on the line, time per iteration in seconds, a launcher prefix.
-MEGATRON_DEEPSPEED = (FIXTURES / "megatron_deepspeed.log").read_text()
 
 
 def test_megatron_lm_lines():

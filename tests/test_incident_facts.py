@@ -6,7 +6,7 @@ import json
 import pandas as pd
 
 from assets.incidents import Lifecycle, fold
-from tests.test_lifecycle import evaluated, finding
+from tests.helpers import evaluated, finding
 
 LIFE = Lifecycle(window_seconds=300, resolve_after_windows=2, escalate_gpu_hours={"SEV2": 8.0, "SEV1": 32.0})
 

@@ -74,7 +74,7 @@ def test_the_check_stores_and_shows_what_it_could_not_judge_and_the_cli_says_so(
 
 
 def test_the_board_now_page_shows_what_the_latest_hour_could_not_judge(tmp_path):
-    from tests.test_board import LiveBoard, text_of
+    from tests.helpers import LiveBoard, text_of
 
     hour = pd.Timestamp("2026-11-30 09:00")
     rows = pd.DataFrame([

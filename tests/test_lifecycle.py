@@ -2,7 +2,6 @@
 one run-level incident, correlation across run and GPU, and deterministic folding (a backfill in
 another order gives identical rows, evidence and transitions included)."""
 
-import json
 import random
 
 import dagster as dg
@@ -11,9 +10,10 @@ import pytest
 
 from assets.incidents import Lifecycle, fold, incident_id, incidents
 from checks.registry import Playbook, Signal, SignalRegistry
-from orchestration.warehouse import WarehouseResource, transaction
+from orchestration.warehouse import WarehouseResource
+from tests.helpers import LIFECYCLE_T0 as T0
+from tests.helpers import _hang, _store, cleared, evaluated, finding, memory_instance, minutes
 
-T0 = pd.Timestamp("2026-11-30 00:00")
 LIFE = Lifecycle(window_seconds=300, resolve_after_windows=2, escalate_gpu_hours={"SEV2": 2.0, "SEV1": 8.0})
 
 
@@ -34,40 +34,6 @@ REG = SignalRegistry()
 for spec in (("slow_run", "training", "run", "SEV3"), ("straggler", "distributed", "rank", "SEV2"),
              ("thermal", "gpu", "gpu", "SEV3")):
     REG.register(_signal(*spec))
-
-
-def minutes(m: float) -> pd.Timestamp:
-    return T0 + pd.Timedelta(minutes=m)
-
-
-def finding(signal, entity_type, entity_id, onset, detected, last, run_id=None, rank=None, hosts=(), gpus=(), value=1.0):
-    return {
-        "signal": signal, "entity_type": entity_type, "entity_id": entity_id,
-        "partition_start": minutes(detected).floor("h"), "onset": minutes(onset), "detected_at": minutes(detected),
-        "last_seen": minutes(last), "run_id": run_id, "rank": rank, "hosts": list(hosts), "gpus": list(gpus),
-        "value": value, "baseline": 0.0, "threshold": 0.5, "evidence": json.dumps({"value": value}),
-        "checkpoint": None, "checkpoint_step": None,
-    }
-
-
-def evaluated(signal, until_minute):
-    """Evaluation marks: every hour partition from T0 evaluated up to `until_minute` (data time)."""
-    rows, start = [], T0
-    while start <= minutes(until_minute):
-        rows.append({"signal": signal, "partition_start": start,
-                     "evaluated_until": min(start + pd.Timedelta(minutes=59), minutes(until_minute))})
-        start += pd.Timedelta(hours=1)
-    return pd.DataFrame(rows)
-
-
-def cleared(found, after_minutes=1.0):
-    """The clearings the checks would record: each finding's entity seen unflagged a minute after it."""
-    rows = [{"signal": f["signal"], "entity_type": f["entity_type"], "entity_id": f["entity_id"],
-             "partition_start": f["partition_start"], "last_seen": f["last_seen"],
-             "cleared_at": f["last_seen"] + pd.Timedelta(minutes=after_minutes),
-             "evidence": json.dumps({"why": "value back under the threshold", "value": 0.1})} for f in found]
-    return pd.DataFrame(rows, columns=["signal", "entity_type", "entity_id", "partition_start", "last_seen",
-                                       "cleared_at", "evidence"])
 
 
 GPUS8 = [f"node-0:{i}" for i in range(8)]
@@ -166,30 +132,6 @@ def test_one_rank_alone_is_still_the_run_incident_with_its_rank():
     assert (inc.loc[0, "entity_type"], inc.loc[0, "entity_id"], inc.loc[0, "rank"]) == ("run", "llm", 5)
 
 
-def _hang(onset, detected, last):
-    return finding("busy_not_progressing", "run", "llm-small", onset, detected, last, run_id="llm-small",
-                   hosts=["node-0"], gpus=["node-0:0", "node-0:1"], value=(last - onset) * 60)
-
-
-def _store(warehouse, findings: pd.DataFrame, marks: pd.DataFrame):
-    """Write findings, their clearings and evaluation marks per partition as the checks do (delete the
-    window, insert)."""
-    with warehouse.connect() as con:
-        for start in sorted(set(findings["partition_start"]) | set(marks["partition_start"])):
-            part = findings[findings["partition_start"] == start].drop(columns=["checkpoint", "checkpoint_step"])
-            mark = marks[marks["partition_start"] == start]
-            clear = cleared(part.to_dict("records"))
-            with transaction(con, new_findings=part, new_evaluations=mark, new_clearings=clear):
-                if not part.empty:
-                    con.execute("DELETE FROM findings WHERE partition_start = $s", {"s": start})
-                    con.execute("INSERT INTO findings BY NAME SELECT * REPLACE (evidence::JSON AS evidence, "
-                                "hosts::VARCHAR[] AS hosts, gpus::VARCHAR[] AS gpus) FROM new_findings")
-                    con.execute("DELETE FROM clearings WHERE partition_start = $s", {"s": start})
-                    con.execute("INSERT INTO clearings BY NAME SELECT * REPLACE (evidence::JSON AS evidence) FROM new_clearings")
-                con.execute("DELETE FROM evaluations WHERE partition_start = $s", {"s": start})
-                con.execute("INSERT INTO evaluations BY NAME SELECT *, 0 AS entities, 0 AS flagged FROM new_evaluations")
-
-
 def _tables(warehouse):
     with warehouse.connect(read_only=True) as con:
         return (con.execute("SELECT * FROM incidents ORDER BY incident_id").df(),
@@ -206,7 +148,7 @@ def test_a_backfill_in_any_partition_order_gives_identical_rows(tmp_path):
         starts = sorted(found["partition_start"].unique())
         for i in order:
             _store(warehouse, found[found["partition_start"] == starts[i]], marks)
-        with dg.instance_for_test() as instance:
+        with memory_instance() as instance:
             for _ in range(2):   # re-running the fold changes nothing either
                 assert dg.materialize([incidents], resources={"warehouse": warehouse}, instance=instance).success
                 results.append(_tables(warehouse))

@@ -30,6 +30,7 @@ from checks.registry import REGISTRY
 from orchestration.definitions import resources_for
 from orchestration.scoring import coverage, load_truth
 from simulator import scenario_from_dict, simulate
+from tests.helpers import memory_instance
 
 LOSS = {"initial": 9.0, "floor": 2.1, "decay": 0.35, "noise": 0.02}
 HOURS = [f"2026-11-30-{h:02d}:00" for h in range(5)]
@@ -86,7 +87,7 @@ def folded(tmp_path_factory):
     (home / "thresholds.yaml").write_text(yaml.safe_dump(THRESHOLDS))
     resources = resources_for(home)
     chosen = [build_check(REGISTRY.get(name)) for name in sorted(WANTED)]
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         for key in HOURS:
             assert dg.materialize([*ingest_assets, gpu_baselines, training_baselines, serving_baselines, *chosen],
                                   resources=resources, partition_key=key, instance=instance).success

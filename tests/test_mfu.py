@@ -12,7 +12,7 @@ from checks.registry import REGISTRY
 from orchestration.cli import main
 from orchestration.peak_flops import PeakFlopsError, as_params, peak_table
 from sources.client import GoodputClient
-from tests.test_importers import MEGATRON_LM, ingest_all, query
+from tests.helpers import MEGATRON_LM, ingest_all, query
 
 THRESHOLDS = dict(REGISTRY.get("mfu_drop").thresholds)
 

@@ -6,103 +6,16 @@ import os
 import subprocess
 import sys
 import time
-import types
 from pathlib import Path
 
 import pynvml
 import pytest
 
 from sources.nvml_agent import AgentError, NvmlAgent, run_agent
+from tests.helpers import FakeGpu, make_fake_nvml, nvml_error
 
 REPO = Path(__file__).resolve().parent.parent
 GOODPUT = str(Path(sys.executable).parent / "goodput")   # the console script, as a user runs it
-
-
-def nvml_error(code):
-    """A real pynvml error: NVMLError(code) maps the code to its subclass (e.g. NVMLError_GpuIsLost)."""
-    return pynvml.NVMLError(code)
-
-
-class FakeGpu:
-    def __init__(self, index, util=87, used=40 << 30, total=80 << 30, power_mw=612_345, limit_mw=700_000,
-                 temp=71, sm_mhz=1980, reasons=0x4, ecc=(3, 0), pids=(), unsupported=(), xid_events=False):
-        self.index, self.util, self.used, self.total = index, util, used, total
-        self.power_mw, self.limit_mw, self.temp, self.sm_mhz = power_mw, limit_mw, temp, sm_mhz
-        self.reasons, self.ecc, self.pids = reasons, ecc, list(pids)
-        self.unsupported = set(unsupported)
-        self.xid_events = xid_events
-        self.lost = False
-        self.uuid = f"GPU-0000000{index}-aaaa-bbbb-cccc-dddddddddddd"
-
-
-def make_fake_nvml(gpus, init_error=None):
-    """A module shaped like pynvml: same function names, constants and error classes."""
-    fake = types.ModuleType("pynvml")
-    for name in dir(pynvml):
-        if name.startswith(("NVMLError", "NVML_", "nvmlEventType", "nvmlClocksEventReason")):
-            setattr(fake, name, getattr(pynvml, name))
-    pending_events = []
-    fake.pending_events = pending_events
-
-    def guarded(name):
-        def wrap(fn):
-            def call(handle, *args):
-                if handle.lost:
-                    raise nvml_error(pynvml.NVML_ERROR_GPU_IS_LOST)
-                if name in handle.unsupported:
-                    raise nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
-                return fn(handle, *args)
-            call.__name__ = name
-            setattr(fake, name, call)
-            return call
-        return wrap
-
-    def nvmlInit():
-        if init_error is not None:
-            raise nvml_error(init_error)
-    fake.nvmlInit = nvmlInit
-    fake.nvmlShutdown = lambda: None
-    fake.nvmlDeviceGetCount = lambda: len(gpus)
-    fake.nvmlDeviceGetHandleByIndex = lambda i: gpus[i]
-
-    guarded("nvmlDeviceGetUUID")(lambda h: h.uuid)
-    guarded("nvmlDeviceGetName")(lambda h: "NVIDIA H100 80GB HBM3")
-    guarded("nvmlDeviceGetUtilizationRates")(lambda h: pynvml.c_nvmlUtilization_t(gpu=h.util, memory=30))
-
-    @guarded("nvmlDeviceGetMemoryInfo")
-    def _mem(h):
-        info = pynvml.c_nvmlMemory_t()
-        info.total, info.used, info.free = h.total, h.used, h.total - h.used
-        return info
-
-    guarded("nvmlDeviceGetPowerUsage")(lambda h: h.power_mw)
-    guarded("nvmlDeviceGetEnforcedPowerLimit")(lambda h: h.limit_mw)
-    guarded("nvmlDeviceGetTemperature")(lambda h, sensor: h.temp)
-    guarded("nvmlDeviceGetClockInfo")(lambda h, clock: h.sm_mhz)
-    guarded("nvmlDeviceGetCurrentClocksEventReasons")(lambda h: h.reasons)
-    guarded("nvmlDeviceGetCurrentClocksThrottleReasons")(lambda h: h.reasons)
-    guarded("nvmlDeviceGetTotalEccErrors")(
-        lambda h, kind, counter: h.ecc[0] if kind == pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED else h.ecc[1])
-
-    @guarded("nvmlDeviceGetComputeRunningProcesses")
-    def _procs(h):
-        return [types.SimpleNamespace(pid=pid, usedGpuMemory=1 << 30) for pid in h.pids]
-
-    fake.nvmlEventSetCreate = lambda: "event-set"
-    fake.nvmlEventSetFree = lambda s: None
-
-    def nvmlDeviceRegisterEvents(handle, types_, event_set):
-        if not handle.xid_events:
-            raise nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
-    fake.nvmlDeviceRegisterEvents = nvmlDeviceRegisterEvents
-
-    def nvmlEventSetWait_v2(event_set, timeout_ms):
-        if not pending_events:
-            raise nvml_error(pynvml.NVML_ERROR_TIMEOUT)
-        handle, xid = pending_events.pop(0)
-        return types.SimpleNamespace(device=handle, eventType=pynvml.nvmlEventTypeXidCriticalError, eventData=xid)
-    fake.nvmlEventSetWait_v2 = nvmlEventSetWait_v2
-    return fake
 
 
 def read_samples(root: Path) -> list[dict]:

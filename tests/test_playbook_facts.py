@@ -10,7 +10,7 @@ import pandas as pd
 import checks.signals  # noqa: F401
 from assets.incidents import fold
 from checks.registry import REGISTRY, Playbook
-from tests.test_lifecycle import T0
+from tests.helpers import LIFECYCLE_T0 as T0
 
 NONE_OR_BRACE = re.compile(r"\bNone\b|\bnan\b|\{|\}")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from orchestration.progress import CLEAR, Ticker
-from tests.conftest import run_with_stderr_on_a_terminal
+from tests.helpers import run_with_stderr_on_a_terminal
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = REPO / "simulator" / "scenarios" / "small.yaml"
@@ -97,8 +97,9 @@ def test_simulate_shows_progress_on_a_terminal_and_nothing_in_a_pipe(tmp_path):
     assert piped.stderr in ("", "goodput: waiting for simulating small (2s so far)\n"), piped.stderr
 
 
-def test_demo_backfill_shows_partition_progress_on_a_terminal(tmp_path):
-    status, out, terminal = run_on_a_terminal("demo", "--home", str(tmp_path / "home"), "--scenario", str(SMALL))
+def test_demo_backfill_shows_partition_progress_on_a_terminal(small_demo):
+    # the session's one small demo (tests/conftest.py), run with stderr on a pty as here
+    status, out, terminal = small_demo["status"], small_demo["stdout"], small_demo["terminal"]
     assert status == 0, terminal
     assert "[1/2]  detect 2026-11-30-00:00" in terminal and "folding incidents" in terminal
     # stdout keeps the demo's own lines, whatever the terminal shows
@@ -107,7 +108,7 @@ def test_demo_backfill_shows_partition_progress_on_a_terminal(tmp_path):
 
 def test_sql_says_it_is_waiting_for_the_lock_on_a_terminal(tmp_path):
     from orchestration.warehouse import WarehouseResource
-    from tests.test_sql_cli import HOLDER
+    from tests.helpers import HOLDER
 
     with WarehouseResource(path=str(tmp_path / "warehouse.duckdb")).connect():
         pass
@@ -127,7 +128,7 @@ def test_sql_says_it_is_waiting_for_the_lock_on_a_terminal(tmp_path):
 @pytest.mark.parametrize("command", [["sql", "SELECT 1"], ["report", "llm-small"]])
 def test_a_piped_command_waiting_for_the_lock_says_so_in_one_line(tmp_path, command):
     from orchestration.warehouse import WarehouseResource
-    from tests.test_sql_cli import HOLDER
+    from tests.helpers import HOLDER
 
     with WarehouseResource(path=str(tmp_path / "warehouse.duckdb")).connect():
         pass

@@ -4,7 +4,6 @@ per-column scoring, the simulator's quality faults, and a healthy promotion thro
 
 from pathlib import Path
 
-import dagster as dg
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,7 +13,7 @@ from checks import detectors_quality as d
 from checks.registry import REGISTRY
 from simulator import load_scenario, simulate
 from simulator.scenario import ScenarioError, scenario_from_dict
-from tests.conftest import check_evaluation, run_detect
+from tests.helpers import check_evaluation, memory_instance, run_detect
 
 REPO = Path(__file__).resolve().parent.parent
 H = pd.Timestamp("2026-11-30 00:00")
@@ -254,7 +253,7 @@ def test_a_healthy_promotion_raises_no_quality_alarm(tmp_path):
     """serving.yaml: chat-api promotes a new version at 01:00, judged against its registered
     reference (the hour of traffic before); nothing about its quality changed."""
     simulate(load_scenario(REPO / "simulator" / "scenarios" / "serving.yaml"), tmp_path)
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         run_detect(tmp_path, "2026-11-30-00:00", instance)
         result = run_detect(tmp_path, "2026-11-30-01:00", instance)
     for name in QUALITY_SIGNALS:

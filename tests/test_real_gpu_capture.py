@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 
 from bench.baseline import evaluate
-from tests.conftest import run_detect
+from tests.helpers import run_detect
 
 CAPTURE = Path(__file__).parent / "fixtures" / "h200_hang"
 TRUTH = json.loads((CAPTURE / "truth.json").read_text())

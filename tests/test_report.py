@@ -27,7 +27,7 @@ from checks.asset_checks import signal_checks
 from orchestration.definitions import resources_for
 from orchestration.plots import markdown_image, rank_plot, run_plot
 from simulator import load_scenario, simulate
-from tests.conftest import SMALL
+from tests.helpers import SMALL, memory_instance
 
 REPO = Path(__file__).resolve().parent.parent
 GOODPUT = [sys.executable, "-m", "orchestration.cli"]
@@ -50,7 +50,7 @@ def home(tmp_path_factory) -> Path:
     home = tmp_path_factory.mktemp("report")
     simulate(load_scenario(SMALL), home)
     resources = resources_for(home)
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         for key in ("2026-11-30-00:00", "2026-11-30-01:00"):
             assert dg.materialize([*ingest_assets, *signal_checks], resources=resources, partition_key=key, instance=instance).success
         assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources, instance=instance).success
@@ -93,7 +93,7 @@ def test_incident_plots_asset_attaches_the_pictures_and_skips_when_nothing_chang
     from assets.incident_plots import incident_plots
 
     resources = resources_for(home)
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         first = dg.materialize([incident_plots], resources=resources, instance=instance)
         (event,) = first.asset_materializations_for_node("incident_plots")
         meta = event.metadata

@@ -21,7 +21,7 @@ from orchestration import sql
 from orchestration.thresholds import ThresholdsResource
 from orchestration.warehouse import WarehouseResource
 from simulator import load_scenario, scenario_from_dict, simulate
-from tests.conftest import REPO, check_evaluation, run_detect
+from tests.helpers import REPO, check_evaluation, memory_instance, run_detect
 
 T0 = pd.Timestamp("2026-11-30 10:00:00")      # the partition's start
 SERVING_SIGNALS = [s.name for s in REGISTRY if s.family == "serving"]
@@ -406,7 +406,7 @@ def inference(tmp_path_factory):
     home = tmp_path_factory.mktemp("inference")
     simulate(load_scenario(INFERENCE), home)
     results = {}
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         for h in range(8, 14):
             key = f"2026-11-30-{h:02d}:00"
             results[key] = run_detect(home, key, instance)

@@ -18,22 +18,10 @@ from pathlib import Path
 import pytest
 
 from orchestration.warehouse import WarehouseResource
+from tests.helpers import HOLDER
 
 REPO = Path(__file__).resolve().parent.parent
 GOODPUT = [sys.executable, "-m", "orchestration.cli"]
-
-# Holds a write transaction on the file until a line arrives on stdin, then commits and exits.
-HOLDER = """
-import sys, duckdb
-con = duckdb.connect(sys.argv[1])
-con.execute("BEGIN TRANSACTION")
-con.execute("INSERT INTO quarantine VALUES ('held', TIMESTAMP '2026-11-30 00:00:00', 'f', 1, 'raw', 'written while locked')")
-print("locked", flush=True)
-sys.stdin.readline()
-con.execute("COMMIT")
-con.close()
-print("released", flush=True)
-"""
 
 
 def goodput(*args, **kw):

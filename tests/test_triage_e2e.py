@@ -13,8 +13,7 @@ from assets.incidents import incidents
 from assets.ingest import ingest_assets
 from orchestration.definitions import resources_for
 from orchestration.scoring import load_truth, score
-from simulator import load_scenario, simulate
-from tests.conftest import run_detect
+from tests.helpers import run_detect
 
 REPO = Path(__file__).resolve().parent.parent
 QUALITY = REPO / "simulator" / "scenarios" / "quality.yaml"
@@ -22,15 +21,14 @@ BASE, PROMOTED_AT = "chat-base", pd.Timestamp("2026-11-30 04:00")
 
 
 @pytest.fixture(scope="module")
-def folded(tmp_path_factory):
-    home = tmp_path_factory.mktemp("triage")
-    simulate(load_scenario(QUALITY), home)
+def folded(quality_first_hours):
+    """quality.yaml's hours 00-06 through `detect` in order (00-02 are the session's, tests/conftest.py), then the fold."""
+    home, instance = quality_first_hours["home"], quality_first_hours["instance"]
     resources = resources_for(home)
-    with dg.instance_for_test() as instance:
-        for hour in range(7):
-            run_detect(home, f"2026-11-30-{hour:02d}:00", instance)
-        assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources,
-                              instance=instance).success
+    for hour in range(3, 7):
+        run_detect(home, f"2026-11-30-{hour:02d}:00", instance)
+    assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources,
+                          instance=instance).success
     with resources["warehouse"].connect(read_only=True) as con:
         found = con.execute("SELECT * FROM incidents WHERE family = 'quality' ORDER BY onset, signal").df()
         promoted = con.execute("""SELECT model_version, run_id, step, checkpoint_path FROM lineage_events

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,14 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, copy_home, free_port
+
 REPO = Path(__file__).resolve().parent.parent
-CHROMIUM = Path("/usr/bin/chromium")
 SMALL = REPO / "simulator" / "scenarios" / "small.yaml"
 GOODPUT = [sys.executable, "-m", "orchestration.cli"]
-# Debian's Chromium, headless, and quiet on the network: nothing outside loopback is reachable in CI.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-WAIT_MS = 120_000  # generous: the first page load compiles the UI's bundles on a slow CI machine
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium "
                                 "(apt-get install chromium; .ci/run installs it)")
@@ -40,23 +36,16 @@ def artifacts() -> Path:
     return root
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _env() -> dict:
     return {k: v for k, v in os.environ.items() if k not in ("GOODPUT_HOME", "DAGSTER_HOME")}
 
 
 @pytest.fixture(scope="module")
-def ui(tmp_path_factory):
-    """The demo's home served by `goodput ui`; yields the base URL. Stops the whole process group."""
-    home = tmp_path_factory.mktemp("ui") / "home"
-    demo = subprocess.run([*GOODPUT, "demo", "--home", str(home), "--scenario", str(SMALL)], cwd=REPO, env=_env(),
-                          capture_output=True, text=True)
-    assert demo.returncode == 0, demo.stderr
+def ui(tmp_path_factory, small_demo):
+    """The demo's home served by `goodput ui`; yields the base URL. Stops the whole process group.
+    The demo is the session's one small demo (tests/conftest.py), on a copy of its home."""
+    assert small_demo["status"] == 0, small_demo["terminal"]
+    home = copy_home(small_demo["home"], tmp_path_factory.mktemp("ui") / "home")
     port = free_port()
     log = open(artifacts() / "goodput-ui.log", "w")  # noqa: SIM115  (closed below)
     server = subprocess.Popen([*GOODPUT, "ui", "--home", str(home), "--host", "127.0.0.1", "--port", str(port)],

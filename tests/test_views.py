@@ -26,7 +26,7 @@ from checks.asset_checks import signal_checks
 from orchestration.definitions import resources_for
 from orchestration.warehouse import WarehouseResource, create_views, views
 from simulator import load_scenario, scenario_from_dict, simulate
-from tests.conftest import SMALL
+from tests.helpers import SMALL, memory_instance
 
 VIEWS = {"runs", "stall_windows", "restarts", "gpu_time", "goodput", "run_health", "open_incidents",
          "badput_by_run", "badput_by_team_day", "badput_by_cause", "restart_badput", "incident_restart_cost",
@@ -49,7 +49,7 @@ def small(tmp_path_factory):
     scenario = load_scenario(SMALL)
     simulate(scenario, home)
     resources = resources_for(home)
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         _process(resources, instance, HOURS[:1])
         partial = home / "partial.duckdb"
         shutil.copy(home / "warehouse.duckdb", partial)
@@ -66,7 +66,7 @@ def clean(tmp_path_factory):
     document["faults"] = []
     simulate(scenario_from_dict(document, source="small-without-faults"), home)
     resources = resources_for(home)
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         _process(resources, instance, HOURS)
     return resources["warehouse"]
 
@@ -310,7 +310,7 @@ def test_checkpoint_status_of_the_restarted_run(restarted):
 def test_every_query_in_the_analyst_docs_runs(small):
     import re
 
-    from tests.conftest import REPO
+    from tests.helpers import REPO
 
     queries = re.findall(r"```sql\n(.*?)```", (REPO / "docs" / "analysts.md").read_text(), re.S)
     assert len(queries) >= 8

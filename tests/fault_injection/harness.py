@@ -21,11 +21,15 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import dagster as dg
 import duckdb
 
+# The raw-zone tests' hour (tests/fault_injection/test_raw_zone.py, test_fuzz_raw_zone.py).
+HOUR = datetime(2026, 11, 30, 10)
+END = datetime(2026, 11, 30, 11)
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from sources import checkpoint_audit as ca
 from tests.fault_injection.opens import watch_opens
-from tests.test_checkpoint_audit import distcp_checkpoint, goodput_checkpoint, hf_checkpoint, kinds, torch_file
+from tests.helpers import distcp_checkpoint, goodput_checkpoint, hf_checkpoint, kinds, torch_file
 
 pytestmark = pytest.mark.fault_injection
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from assets.ingest import SOURCES, ingest_partition
 from orchestration.warehouse import WarehouseResource
 from sources.client import RawWriter
-from tests.fault_injection.test_raw_zone import END, HOUR
+from tests.fault_injection.harness import END, HOUR
 
 pytestmark = pytest.mark.fault_injection
 

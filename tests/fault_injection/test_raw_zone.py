@@ -12,7 +12,6 @@
 """
 
 import json
-from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -21,12 +20,11 @@ from assets.ingest import SOURCES, ingest_partition
 from orchestration.raw_zone import RawZoneResource
 from orchestration.warehouse import WarehouseResource
 from sources.client import RawWriter
+from tests.fault_injection.harness import END, HOUR
 from tests.fault_injection.opens import watch_opens
 
 pytestmark = pytest.mark.fault_injection
 
-HOUR = datetime(2026, 11, 30, 10)
-END = datetime(2026, 11, 30, 11)
 GPU = next(s for s in SOURCES if s.table == "gpu_samples")
 SERVING = next(s for s in SOURCES if s.table == "serving_metrics")
 
