@@ -47,7 +47,7 @@ def load_nvml(dry_run: bool, trainer_pid_box: dict):
     if not dry_run:
         import pynvml
         return pynvml, None
-    from tests.test_nvml_agent import FakeGpu, make_fake_nvml  # needs pytest + nvidia-ml-py (the dry run only)
+    from tests.helpers import FakeGpu, make_fake_nvml  # the tests' fake NVML (the dry run only)
 
     gpu = FakeGpu(0, util=0, power_mw=75_000)
     fake = make_fake_nvml([gpu])

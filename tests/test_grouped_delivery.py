@@ -10,9 +10,9 @@ from datetime import datetime
 import dagster as dg
 
 from orchestration.cli import main as goodput
+from tests.helpers import LiveBoard, text_of
 from tests.test_alert_grouping import _fold, _xid_event
 from tests.test_alerting import clock, home, loopback, table, tick  # noqa: F401  (fixtures)
-from tests.test_board import LiveBoard, text_of
 
 
 def _show(home, incident_id, capsys) -> str:  # noqa: F811
