@@ -27,7 +27,7 @@ def main() -> int:
     if args.real:
         import pynvml as nvml
     else:
-        from tests.test_nvml_agent import FakeGpu, make_fake_nvml
+        from tests.helpers import FakeGpu, make_fake_nvml
         nvml = make_fake_nvml([FakeGpu(i, xid_events=True, pids=[1]) for i in range(args.gpus)])
     agent = NvmlAgent(nvml, host="bench")
     with Ticker() as ticker, tempfile.TemporaryDirectory() as raw:   # a status line on a terminal only

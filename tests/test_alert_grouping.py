@@ -2,39 +2,18 @@
 notification per event with its members listed, against real HTTP sinks on loopback; each incident
 keeps its own record. Unrelated events page separately."""
 
-import dagster as dg
 import pandas as pd
 
-from assets.incidents import incidents
 from orchestration.alerting.config import Grouping
 from orchestration.alerting.grouping import notifications, pages
-from tests.helpers import _store, evaluated, finding, memory_instance
-from tests.test_alerting import clock, home, loopback, resources, table, tick  # noqa: F401  (fixtures)
+from tests.alerting_harness import _fold, _xid_event, clock, home, loopback, resources, table, tick  # noqa: F401  (fixtures)
+from tests.helpers import memory_instance
 
 GPU = ["node-0:3"]
 GPUS8 = [f"node-0:{i}" for i in range(8)]
 
 
-def _xid_event(offset: float, run: str = "llm", host: str = "node-0") -> list[dict]:
-    """An XID 79 (GPU fallen off the bus), the rank on it gone, and the run's peers hung: 3 SEV1 findings."""
-    gpu = [f"{host}:3"]
-    gpus = [f"{host}:{i}" for i in range(8)]
-    return [
-        finding("gpu_xid_error", "gpu", gpu[0], offset + 0, offset + 1, offset + 20, run_id=run, hosts=[host], gpus=gpu),
-        finding("rank_dropout", "rank", f"{run}/rank-3", offset + 1, offset + 2, offset + 20, run_id=run, rank=3,
-                hosts=[host], gpus=gpu),
-        finding("busy_not_progressing", "run", run, offset + 1, offset + 6, offset + 20, run_id=run, hosts=[host],
-                gpus=gpus, value=600.0),
-    ]
-
-
-def _fold(home, instance, found):  # noqa: F811
-    marks = pd.concat([evaluated(s, 179) for s in ("gpu_xid_error", "rank_dropout", "busy_not_progressing")])
-    _store(resources(home)["warehouse"], pd.DataFrame(found), marks)
-    assert dg.materialize([incidents], resources={"warehouse": resources(home)["warehouse"]}, instance=instance).success
-
-
-def test_one_event_pages_once_with_its_members_and_an_unrelated_event_pages_again(home, loopback, clock):  # noqa: F811
+def test_one_event_pages_once_with_its_members_and_an_unrelated_event_pages_again(home, loopback, clock):
     # event 1 at minute 0 on node-0 / run llm; event 2 at minute 60 on node-5 / run other: unrelated
     with memory_instance() as instance:
         _fold(home, instance, _xid_event(0) + _xid_event(60, run="other", host="node-5"))

@@ -10,43 +10,7 @@ import checks.signals  # noqa: F401
 from checks import detectors_distributed as d
 from checks.detectors_distributed import loo_median
 from checks.registry import REGISTRY
-
-T0 = pd.Timestamp("2026-11-30 10:00:00")
-
-
-def th(name, **over):
-    return {**REGISTRY.get(name).thresholds, **over}
-
-
-def rank_frame(ranks=8, minutes=60, lookback=30, changes=(), seed=0):
-    """Per rank and minute from T0 - lookback to T0 + minutes: a 2 s step (1.6 s compute, 0.35 s
-    collective, grad norm 1.0) with a little per-rank jitter; `changes` = (from, to, {col: value or
-    f(row)}, ranks) applied to minutes in [from, to)."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for m in range(-lookback, minutes):
-        minute = T0 + pd.Timedelta(minutes=m)
-        for r in range(ranks):
-            row = {
-                "run_id": "run-a", "rank": r, "host": f"node-{r // 4}", "gpu_index": r % 4, "minute": minute,
-                "tick": minute + pd.Timedelta(minutes=1), "in_window": minute >= T0, "steps_completed": 30,
-                "step_seconds": 2.0, "compute_seconds": 1.6 * rng.lognormal(0, 0.003),
-                "collective_seconds": 0.35 * rng.lognormal(0, 0.02), "compute_seconds_baseline": 1.6,
-                "compute_seconds_mad": 0.004, "baseline_minutes": 30, "grad_norm": 1.0 * rng.lognormal(0, 0.02),
-                "grad_norm_ratio_baseline": 1.0, "peer_grad_norm": 1.0,
-                "gpu_temperature_celsius": 63.0, "gpu_throttle_reasons": 0, "gpu_sm_clock_hertz": 1.97e9,
-                "gpu_sm_clock_baseline": 1.97e9, "gpu_power_watts": 520.0, "gpu_power_limit_watts": 700.0,
-                "gpu_last_xid": None, "gpu_utilization": 0.96,
-                # rank_dropout columns
-                "last_step_time": minute + pd.Timedelta(seconds=59), "run_last_step_time": minute + pd.Timedelta(seconds=59),
-                "step_interval_seconds": 2.0, "gpus_held": ranks, "gpu_held": True, "gpu_run_id": "run-a", "gpu_samples": 6,
-            }
-            for start, end, values, which in changes:
-                if start <= m < end and r in which:
-                    row.update({k: (v(row) if callable(v) else v) for k, v in values.items()})
-            rows.append(row)
-    return pd.DataFrame(rows)
-
+from tests.detector_frames import T0, rank_frame, spans, th
 
 # --- peers' median, the rank left out ---------------------------------------------------------
 
@@ -106,19 +70,6 @@ def test_straggler_stays_open_across_an_evaluation_pause():
     frame = frame[~frame["minute"].between(T0 + pd.Timedelta(minutes=30), T0 + pd.Timedelta(minutes=31))]
     found = d.straggler_rank(frame, th("straggler_rank"))
     assert len(found) == 1 and found.iloc[0]["last_seen"] == T0 + pd.Timedelta(minutes=60)
-
-
-def slow(factor, which, ranks=8):
-    """Changes that make `which` compute `factor` x and every other rank wait for them."""
-    extra = 1.6 * (factor - 1)
-    return [({"compute_seconds": 1.6 * factor, "collective_seconds": 0.03}, set(which)),
-            ({"collective_seconds": lambda r: 0.35 + extra}, set(range(ranks)) - set(which))]
-
-
-def spans(*pieces, ranks=8, **kw):
-    """rank_frame with (start, end, factor, which) slow pieces."""
-    return rank_frame(ranks=ranks, changes=[(a, b, values, who) for a, b, factor, which in pieces
-                                            for values, who in slow(factor, which, ranks)], **kw)
 
 
 def built(frame, which, factor):

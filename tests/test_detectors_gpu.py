@@ -7,39 +7,7 @@ import pytest
 import checks.signals  # noqa: F401
 from checks import detectors_gpu as d
 from checks.registry import REGISTRY
-
-T0 = pd.Timestamp("2026-11-30 10:00:00")      # the partition's start
-LIMIT = 700.0
-BOOST = 1.97e9
-
-
-def th(name, **over):
-    return {**REGISTRY.get(name).thresholds, **over}
-
-
-def gpu_frame(minutes=60, lookback=30, gpu=0, run="run-a", changes=()):
-    """One GPU's minutes from T0 - lookback to T0 + minutes, training healthily, with `changes`:
-    (from_minute, to_minute, {column: value}) applied to minutes in [from, to) (minutes from T0)."""
-    rows = []
-    for m in range(-lookback, minutes):
-        minute = T0 + pd.Timedelta(minutes=m)
-        row = {
-            "host": "node-0", "gpu_index": gpu, "gpu_uuid": f"GPU-{gpu}", "minute": minute,
-            "tick": minute + pd.Timedelta(minutes=1), "in_window": minute >= T0, "run_id": run, "samples": 6,
-            "utilization_ratio": 0.96, "throttle_reasons": 0, "sm_clock_hertz": BOOST, "sm_clock_baseline": BOOST,
-            "baseline_minutes": 30, "temperature_celsius": 62.0, "power_watts": 0.75 * LIMIT,
-            "power_limit_watts": LIMIT, "power_watts_baseline": 0.75 * LIMIT, "tensor_active_ratio": 0.45,
-            "sm_active_ratio": 0.8, "memory_used_bytes": 68 * 2**30, "others_utilization": 0.96, "other_gpus": 3,
-            "xid_increase": 0, "event_time": pd.NaT, "event_xid": None, "xid_errors_total": 0,
-            "uncorrected_increase": 0, "corrected_increase": 0, "remapped_uncorrectable_increase": 0,
-            "pending_raised": False, "row_remap_pending": False, "ecc_uncorrected_errors_total": 0,
-            "row_remap_failure": False, "failure_since": pd.NaT, "remapped_rows_uncorrectable_total": 0,
-        }
-        for start, end, values in changes:
-            if start <= m < end:
-                row.update({k: (v(minute) if callable(v) else v) for k, v in values.items()})
-        rows.append(row)
-    return pd.DataFrame(rows)
+from tests.detector_frames import BOOST, LIMIT, T0, counter_findings, gpu_frame, samples, th
 
 
 def run_frame(gpus=4, changes=()):
@@ -239,7 +207,6 @@ def test_busy_low_power_quiet_without_history_on_look_alikes(changes):
     assert d.gpu_busy_low_power(run_frame(changes=changes), th("gpu_busy_low_power")).empty
 
 
-
 def test_busy_low_power_is_one_run_level_finding():
     found = d.gpu_busy_low_power(run_frame(changes=[(20, 50, SPIN, {0, 1, 2, 3})]), th("gpu_busy_low_power"))
     assert len(found) == 1
@@ -280,30 +247,6 @@ def test_throttle_names_decode_nvml_bits():
 
 
 # --- the counter SQL on a real warehouse: increases against the previous reading, not levels ----
-
-def samples(host, gpu, **series):
-    """A GPU's samples every 10 s from T0 - 30 min to T0 + 60 min; each series is f(seconds from T0)."""
-    t = pd.date_range(T0 - pd.Timedelta(minutes=30), T0 + pd.Timedelta(minutes=60), freq="10s", inclusive="left")
-    secs = (t - T0).total_seconds()
-    frame = pd.DataFrame({"time": t, "host": host, "gpu_index": gpu, "gpu_uuid": f"GPU-{host}-{gpu}", "run_id": "run-a",
-                          "source_file": "test", "source_line": range(len(t))})
-    for column, fn in series.items():
-        frame[column] = [fn(s) for s in secs]
-    return frame.dropna(axis=1, how="all")      # a series the exporter lacks is simply absent (NULL)
-
-
-def counter_findings(tmp_path, signal_name, frames):
-    from checks.asset_checks import evaluate
-    from orchestration.warehouse import WarehouseResource
-
-    warehouse = WarehouseResource(path=str(tmp_path / f"{signal_name}.duckdb"))
-    rows = pd.concat(frames, ignore_index=True)
-    with warehouse.connect() as con:
-        con.register("rows", rows)
-        con.execute("INSERT INTO gpu_samples BY NAME SELECT * FROM rows")
-        _, found = evaluate(con, REGISTRY.get(signal_name), T0.to_pydatetime(), (T0 + pd.Timedelta("1h")).to_pydatetime())
-    return found
-
 
 def test_xid_sql_alarms_on_increases_only(tmp_path):
     frames = [

@@ -10,12 +10,11 @@ from datetime import datetime
 import dagster as dg
 
 from orchestration.cli import main as goodput
+from tests.alerting_harness import _fold, _xid_event, clock, home, loopback, table, tick  # noqa: F401  (fixtures)
 from tests.helpers import LiveBoard, text_of
-from tests.test_alert_grouping import _fold, _xid_event
-from tests.test_alerting import clock, home, loopback, table, tick  # noqa: F401  (fixtures)
 
 
-def _show(home, incident_id, capsys) -> str:  # noqa: F811
+def _show(home, incident_id, capsys) -> str:
     capsys.readouterr()
     assert goodput(["incidents", "show", incident_id, "--home", str(home)]) == 0
     return capsys.readouterr().out
@@ -34,7 +33,7 @@ def _transition_block(shown: str, transition: str) -> str:
 
 
 def test_a_member_names_the_grouped_notification_that_carried_it_and_an_undelivered_one_says_so(
-        home, loopback, clock, capsys):  # noqa: F811
+        home, loopback, clock, capsys):
     # data: an XID 79 on node-0:3 (opened 00:01), its rank gone (00:02), the run's peers hung (00:06)
     clock.now = datetime.fromisoformat("2026-11-30T00:08:00+00:00").timestamp()
     with dg.instance_for_test() as instance:

@@ -11,7 +11,7 @@ import pandas as pd
 from checks import episodes, hysteresis
 from checks.detectors_distributed import straggler_rank
 from checks.registry import REGISTRY
-from tests.test_detectors_distributed import T0, spans, th
+from tests.detector_frames import T0, spans, th
 
 SIGNAL = REGISTRY.get("straggler_rank")
 CLEAR = SIGNAL.thresholds["clear_minutes"]

@@ -66,7 +66,7 @@ def test_ecc_errors_and_an_xid_79_on_one_gpu_15_minutes_apart_are_one_event():
 
 
 def test_an_xid_79_names_the_run_its_gpu_was_allocated_to_and_an_idle_gpu_names_none(tmp_path):
-    from tests.test_detectors_gpu import counter_findings, samples
+    from tests.detector_frames import counter_findings, samples
 
     def fell_off(gpu, run):
         """Samples name `run` until the XID 79 at 20 min (on a minute boundary); after it the GPU is off the bus (no run known)."""

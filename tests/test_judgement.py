@@ -12,7 +12,7 @@ from checks.registry import REGISTRY
 from orchestration import sql
 from orchestration.cli import main
 from orchestration.warehouse import WarehouseResource
-from tests.test_detectors_gpu import T0, gpu_frame, samples
+from tests.detector_frames import T0, gpu_frame, samples
 
 THERMAL = REGISTRY.get("gpu_thermal_throttle")
 
