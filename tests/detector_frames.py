@@ -1,11 +1,15 @@
 """Hand-made detector inputs shared by the detector tests: per-minute GPU frames, per-rank frames with
 slow pieces, 10-second GPU samples, and one signal's findings from its SQL on a real warehouse."""
 
+import contextlib
+
+import duckdb
 import numpy as np
 import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
 from checks.registry import REGISTRY
+from orchestration.warehouse import migrate
 
 T0 = pd.Timestamp("2026-11-30 10:00:00")      # the partition's start
 LIMIT = 700.0
@@ -106,3 +110,17 @@ def spans(*pieces, ranks=8, **kw):
     """rank_frame with (start, end, factor, which) slow pieces."""
     return rank_frame(ranks=ranks, changes=[(a, b, values, who) for a, b, factor, which in pieces
                                             for values, who in slow(factor, which, ranks)], **kw)
+
+
+@contextlib.contextmanager
+def warehouse_of(**tables: pd.DataFrame):
+    """An in-memory, migrated warehouse holding `tables` (name -> rows; columns the table lacks are dropped)."""
+    with duckdb.connect() as con:
+        migrate(con)
+        for table, rows in tables.items():
+            columns = {c for (c,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = $t",
+                                                  {"t": table}).fetchall()}
+            con.register("rows", rows[[c for c in rows.columns if c in columns]])
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM rows")
+            con.unregister("rows")
+        yield con

@@ -9,7 +9,6 @@ flagged, every rank's own compute also grows by `regression` seconds (a slower k
 
 from __future__ import annotations
 
-import duckdb
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,7 +16,7 @@ import pytest
 import checks.signals  # noqa: F401  (registers the signals)
 from checks.registry import REGISTRY
 from orchestration import sql
-from orchestration.warehouse import migrate
+from tests.detector_frames import warehouse_of
 
 T0 = pd.Timestamp("2026-11-30 00:00")
 CHANGE, END = 150, 180   # minutes
@@ -40,10 +39,7 @@ def _findings(ranks: int, straggle: float, regression: float) -> pd.DataFrame:
         "collective_seconds": (step_s - 0.02 - compute).ravel(), "source_file": "job.jsonl", "source_line": 1,
     })
     thresholds = dict(REGISTRY.get("step_time_regression").thresholds)
-    with duckdb.connect() as con:
-        migrate(con)
-        con.register("steps", steps)
-        con.execute("INSERT INTO training_steps BY NAME SELECT * FROM steps")
+    with warehouse_of(training_steps=steps) as con:
         for hour in range(3):
             start = T0 + pd.Timedelta(hours=hour)
             window = {"start": start, "end": start + pd.Timedelta(hours=1), "window_minutes": 30}

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 
-import duckdb
 import numpy as np
 import pandas as pd
 import pytest
@@ -22,7 +21,7 @@ import checks.signals  # noqa: F401  (registers the signals)
 from checks.registry import REGISTRY
 from orchestration import sql
 from orchestration.scoring import EXPECTED_QUIET, match, score
-from orchestration.warehouse import migrate
+from tests.detector_frames import warehouse_of
 
 T0 = pd.Timestamp("2026-11-30 00:00")
 CARD = 85_899_345_920
@@ -52,12 +51,7 @@ def _ended(status: str | None, memory_at_end: float) -> pd.DataFrame:
     lineage = pd.DataFrame([{"time": at, "event": ev, "run_id": "job", "payload": json.dumps(p),
                              "source_file": "job.lineage.jsonl", "source_line": 1} for at, ev, p in events])
     thresholds = dict(REGISTRY.get("run_crashed").thresholds)
-    with duckdb.connect() as con:
-        migrate(con)
-        for table, frame in (("training_steps", steps), ("gpu_samples", samples), ("lineage_events", lineage)):
-            con.register("f", frame)
-            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM f")
-            con.unregister("f")
+    with warehouse_of(training_steps=steps, gpu_samples=samples, lineage_events=lineage) as con:
         window = {"start": T0, "end": T0 + pd.Timedelta(hours=1), "window_minutes": 30}
         sql.run(con, "baselines/rank_minutes", window)
         frame = sql.frame(con, "detect/run_crashed", {"start": T0, "end": T0 + pd.Timedelta(hours=1), **thresholds})
@@ -160,12 +154,7 @@ def _requeued(hang_at_minute: float | None) -> pd.DataFrame:
                              "source_file": "job.lineage.jsonl", "source_line": 1} for m, ev, p in events])
     thresholds = dict(REGISTRY.get("busy_not_progressing").thresholds)
     start = T0 + pd.Timedelta(hours=1)
-    with duckdb.connect() as con:
-        migrate(con)
-        for table, frame in (("training_steps", steps), ("gpu_samples", samples), ("lineage_events", lineage)):
-            con.register("f", frame)
-            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM f")
-            con.unregister("f")
+    with warehouse_of(training_steps=steps, gpu_samples=samples, lineage_events=lineage) as con:
         frame = sql.frame(con, "detect/busy_not_progressing", {"start": start, "end": start + pd.Timedelta(hours=1), **thresholds})
     return REGISTRY.get("busy_not_progressing").detector(frame, thresholds)
 

@@ -16,6 +16,7 @@ import pytest
 
 import checks.signals  # noqa: F401  (registers the signals)
 from checks.registry import FINDING_COLUMNS, REGISTRY
+from tests.detector_frames import warehouse_of
 
 T0 = pd.Timestamp("2026-11-30 00:00")
 GIB = 2**30
@@ -461,10 +462,8 @@ def _mixed_speed_findings(pace_after: float, crossing: bool) -> pd.DataFrame:
     ones (2.0 s: the job's pace), through the real baselines and detect SQL. From minute 150 the pace
     becomes `pace_after` (the slow ranks' data loading slows), and with `crossing` rank 3 joins the
     slow group (its GPU swapped for a slow one): the median across ranks jumps, the pace does not."""
-    import duckdb
 
     from orchestration import sql
-    from orchestration.warehouse import migrate
 
     rng = np.random.default_rng(3)
     change, end = 150 * 60.0, 180 * 60.0
@@ -481,10 +480,7 @@ def _mixed_speed_findings(pace_after: float, crossing: bool) -> pd.DataFrame:
         "compute_seconds": (own - data - 0.28).ravel(), "source_file": "mix.jsonl", "source_line": 1,
     })
     thresholds = th("step_time_regression")
-    with duckdb.connect() as con:
-        migrate(con)
-        con.register("steps", steps)
-        con.execute("INSERT INTO training_steps BY NAME SELECT * FROM steps")
+    with warehouse_of(training_steps=steps) as con:
         for hour in range(3):
             start = T0 + pd.Timedelta(hours=hour)
             sql.run(con, "baselines/run_minutes", {"start": start, "end": start + pd.Timedelta(hours=1), "window_minutes": 30})

@@ -11,13 +11,12 @@ import json
 from pathlib import Path
 from statistics import median
 
-import duckdb
 import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
 from checks.registry import REGISTRY
 from orchestration import sql
-from orchestration.warehouse import migrate
+from tests.detector_frames import warehouse_of
 
 CAPTURE = json.loads((Path(__file__).parent / "fixtures" / "h200_hang" / "truth.json").read_text())
 ONSET = pd.Timestamp("2026-11-30 00:50")   # small.yaml's hang: 00:50-01:10 on run llm-small
@@ -57,11 +56,7 @@ def test_a_simulated_hang_in_progress_when_watching_starts_is_found(small_raw_zo
     rows["source_file"], rows["source_line"] = "node-0.jsonl", 1
     signal = REGISTRY.get("gpu_busy_low_power")
     hour = pd.Timestamp("2026-11-30 01:00")
-    with duckdb.connect() as con:
-        migrate(con)
-        columns = {c for (c,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'gpu_samples'").fetchall()}
-        con.register("rows", rows[[c for c in rows.columns if c in columns]])
-        con.execute("INSERT INTO gpu_samples BY NAME SELECT * FROM rows")
+    with warehouse_of(gpu_samples=rows) as con:
         for start in (hour - pd.Timedelta("1h"), hour):     # the GPU baselines, as the baselines asset builds them
             sql.run(con, "baselines/gpu_minutes", {"start": start, "end": start + pd.Timedelta("1h"), "window_minutes": 30})
         frame = sql.frame(con, signal.query, {"start": hour, "end": hour + pd.Timedelta("1h"), **signal.thresholds})
