@@ -63,8 +63,8 @@ def small_demo(tmp_path_factory) -> dict:
 @pytest.fixture(scope="session")
 def quality_first_hours(tmp_path_factory):
     """quality.yaml through the real `detect` job, hours 00-02 (chat-base's reference is 00:10-01:10,
-    input drift from 01:15), once per worker for tests/test_drift.py and tests/test_triage_e2e.py (one
-    xdist group, see QUALITY_GROUP): {"home", "snapshot", "results", "instance"}. "snapshot" is a copy
+    input drift from 01:15), once per worker for tests/test_drift.py and tests/test_triage_e2e.py:
+    {"home", "snapshot", "results", "instance"}. "snapshot" is a copy
     of the home after hour 02, never written again; "home" and "instance" go on to later hours
     (test_triage_e2e), in order, as one run of the schedule would."""
     from tests.helpers import QUALITY, copy_home, run_detect
@@ -75,12 +75,6 @@ def quality_first_hours(tmp_path_factory):
         results = {hour: run_detect(home, f"2026-11-30-{hour:02d}:00", instance) for hour in range(3)}
         snapshot = copy_home(home, tmp_path_factory.mktemp("quality-snapshot") / "home")
         yield {"home": home, "snapshot": snapshot, "results": results, "instance": instance}
-
-
-# Files whose tests share a session fixture: one xdist group, so one worker builds it once
-# (`--dist loadgroup`; every other file is a group of its own, as with `--dist loadfile`).
-QUALITY_GROUP = "quality.yaml"
-GROUPS = {"tests/test_drift.py": QUALITY_GROUP, "tests/test_triage_e2e.py": QUALITY_GROUP}
 
 
 # `slow` (over ~20 s of CPU, measured with --durations=0 under `.ci/run`): every test that uses one of these
@@ -101,10 +95,6 @@ SLOW_TESTS = (
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    root = Path(str(config.rootpath))
     for item in items:
-        path = Path(str(item.fspath)).relative_to(root).as_posix()
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(GROUPS.get(path, path)))
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.nodeid.startswith(SLOW_TESTS):
             item.add_marker(pytest.mark.slow)
