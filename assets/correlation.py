@@ -10,8 +10,12 @@ sweep per run, GPU and host, for the incremental fold (tests/test_fold_increment
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
-from scipy.cluster.hierarchy import DisjointSet
+
+if TYPE_CHECKING:
+    from scipy.cluster.hierarchy import DisjointSet
 
 # One GPU's faults this close belong to one hardware event (ECC errors precede an XID 79/48 by tens
 # of minutes); wider than the resolve gap, which only bridges a detector's own flicker.
@@ -22,7 +26,7 @@ def correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | None]:
     """A correlation id per incident: incidents overlapping in time on the same run, GPU or host
     (a host only for host-level evidence without GPUs) share one, named after the earliest.
     Pairwise, O(n^2): the definition `fast_correlate` is tested against."""
-    groups = DisjointSet(range(len(incidents)))
+    groups = _groups(len(incidents))
     rows = incidents.to_dict("records")
     gpu_gap = max(gap, GPU_WINDOW)
     for i, a in enumerate(rows):
@@ -43,7 +47,7 @@ def fast_correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | Non
     """`correlate`'s ids in O(n log n): within one run, GPU or host, incidents whose
     [onset, last_seen + gap] overlap form runs of a sweep over onset; a host links only pairs where
     one side has no GPUs, so a GPU-holding incident joins every GPU-less stretch it overlaps."""
-    groups = DisjointSet(range(len(incidents)))
+    groups = _groups(len(incidents))
     union = groups.merge
 
     onset = list(incidents["onset"])
@@ -82,6 +86,14 @@ def fast_correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | Non
                 if onset[i] <= stop and start <= end[i]:
                     union(i, block[0])
     return _named(incidents, groups)
+
+
+def _groups(n: int) -> DisjointSet:
+    """A union-find over n incidents."""
+    # scipy.cluster pulls in scipy.spatial (~0.4 s): imported when a fold correlates, not with the code location
+    from scipy.cluster.hierarchy import DisjointSet
+
+    return DisjointSet(range(n))
 
 
 def _named(incidents: pd.DataFrame, groups: DisjointSet) -> list[str | None]:

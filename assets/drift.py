@@ -30,7 +30,6 @@ import pandas as pd
 
 from orchestration import sql
 from orchestration.partitions import hourly, window_params
-from orchestration.plots import drift_plot, markdown_image
 from orchestration.warehouse import POOL, WarehouseResource, transaction
 
 PREDICTION_COLUMNS = ("prediction", "confidence")   # prediction drift; every other column is an input
@@ -288,6 +287,8 @@ def drift_reports(context: dg.AssetExecutionContext, config: DriftConfig, wareho
     for path in sorted(set(scores["report_path"].dropna())):
         metadata[f"report {path}"] = dg.MetadataValue.path(str(reports.parent / path))
     if not history.empty:
+        from orchestration.plots import drift_plot, markdown_image  # matplotlib: ~0.6 s to import, only to draw
+
         metadata["drift over time"] = dg.MetadataValue.md(markdown_image(
             drift_plot(history, title="drift score per column (last 24 h)", dpi=60), "drift over time"))
     return dg.MaterializeResult(metadata=metadata)

@@ -12,7 +12,6 @@ import hashlib
 import dagster as dg
 
 from orchestration import sql
-from orchestration.plots import markdown_image, rank_plot, run_plot
 from orchestration.warehouse import POOL, WarehouseResource
 
 MAX_RUNS = 3
@@ -41,6 +40,8 @@ def incident_plots(context: dg.AssetExecutionContext, warehouse: WarehouseResour
                      for name in ("run_series", "rank_step_seconds", "run_incidents")}
             for run_id in runs["run_id"]
         }
+    from orchestration.plots import markdown_image, rank_plot, run_plot  # matplotlib: ~0.6 s to import, only to draw
+
     metadata: dict = {"fingerprint": fingerprint, "runs": dg.MetadataValue.json(list(runs["run_id"]))}
     for run_id, f in frames.items():
         windows = f["run_incidents"]

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from checks.registry import FINDING_COLUMNS
 from checks.toolkit import active_stretches, finding, findings_frame, mark_stretches, num, prepare, present
@@ -72,6 +71,8 @@ def prediction_drift(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd
 
 def _shifted(current: np.ndarray, reference: np.ndarray, mean_shift: float, thresholds: Mapping[str, float]):
     """(KS result, flagged?) for one window: KS p below `max_p_value` and |mean shift| at least `min_mean_shift`."""
+    from scipy import stats  # scipy.stats: ~0.6 s to import; only a window with data to test needs it
+
     ks = stats.ks_2samp(current, reference)
     return ks, ks.pvalue < thresholds["max_p_value"] and abs(mean_shift) >= thresholds["min_mean_shift"]
 
@@ -137,6 +138,8 @@ def business_metric_drop(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
     exact test (scipy) below `max_p_value`."""
     if frame.empty:
         return _empty()
+    from scipy import stats  # scipy.stats: ~0.6 s to import; only an hour with labelled outcomes needs it
+
     rows = []
     for r in frame.itertuples():
         if r.current_labelled < thresholds["min_labelled"] or r.reference_labelled < thresholds["min_labelled"]:

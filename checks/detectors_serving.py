@@ -18,7 +18,6 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
 
 from checks.registry import FINDING_COLUMNS
 from checks.toolkit import MINUTE, active_stretches, finding, findings_frame, mark_stretches, missing, num, prepare, rolling
@@ -150,6 +149,8 @@ def _rank_correlation(values: np.ndarray) -> float:
     ok = ~np.isnan(values)
     if ok.sum() < 4 or np.ptp(values[ok]) == 0:
         return 0.0
+    from scipy.stats import rankdata  # scipy.stats: ~0.6 s to import; only a window with data needs it
+
     return float(np.corrcoef(rankdata(values[ok]), np.arange(ok.sum()))[0, 1])
 
 

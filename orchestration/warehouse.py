@@ -30,6 +30,7 @@ retries (`conflict_retries()`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import re
@@ -106,13 +107,14 @@ def remove_warehouse(path: Path) -> None:
         target.unlink(missing_ok=True)
 
 
-def migrations() -> list[tuple[int, str, str]]:
+@functools.cache   # read once per process: every writer's connect checks them (20 connects a detect run)
+def migrations() -> tuple[tuple[int, str, str], ...]:
     """(version, name, sql) for every `sql/migrations/NNN_name.sql`, in order."""
     found = []
     for path in sorted((SQL_ROOT / "migrations").glob("*.sql")):
         version = int(path.name.split("_", 1)[0])
         found.append((version, path.stem, path.read_text()))
-    return found
+    return tuple(found)
 
 
 MIGRATIONS_TABLE = "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR NOT NULL)"
@@ -143,9 +145,16 @@ def migrate(con: duckdb.DuckDBPyConnection, lake: bool = False) -> list[str]:
 VIEWS_COMMENT = "goodput analyst view "
 
 
-def views() -> list[tuple[str, str]]:
+@functools.cache   # read once per process, like the migrations
+def views() -> tuple[tuple[str, str], ...]:
     """(name, sql) for every `sql/views/NNN_name.sql`, in order: a view may read the views before it."""
-    return [(path.stem, path.read_text()) for path in sorted((SQL_ROOT / "views").glob("*.sql"))]
+    return tuple((path.stem, path.read_text()) for path in sorted((SQL_ROOT / "views").glob("*.sql")))
+
+
+@functools.cache
+def views_stamp() -> str:
+    """The comment every current view carries: a hash of all view files."""
+    return VIEWS_COMMENT + hashlib.sha1("\0".join(text for _, text in views()).encode()).hexdigest()[:16]
 
 
 def create_views(con: duckdb.DuckDBPyConnection, force: bool = False) -> bool:
@@ -157,8 +166,7 @@ def create_views(con: duckdb.DuckDBPyConnection, force: bool = False) -> bool:
     on every write connect). A view that no longer binds is logged and skipped, never fatal: the
     runs that write the warehouse must not stop over an analyst view (tests/test_views.py guards them).
     """
-    found = views()
-    stamp = VIEWS_COMMENT + hashlib.sha1("\0".join(text for _, text in found).encode()).hexdigest()[:16]
+    found, stamp = views(), views_stamp()
     current = con.execute("SELECT count(*) FROM duckdb_views() WHERE comment = $c", {"c": stamp}).fetchone()[0]
     if not force and current == len(found):
         return False
