@@ -20,7 +20,7 @@ import duckdb
 import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
-from checks import episodes, judgement
+from checks import episodes, judgement, judgement_absent
 from checks.registry import LINEAGE_COLUMNS, REGISTRY, Signal
 from checks.toolkit import figure
 from orchestration import sql
@@ -77,8 +77,10 @@ def evaluate_judged(
         "flagged_ids": [flagged],
     })
     # which entities the signal could judge, and why not the others (checks/judgement.py)
-    judged = judgement.judge(frame, signal.name, signal.entity, signal.entity_column, thresholds).assign(
-        signal=signal.name, partition_start=start)
+    judged = judgement.judge(frame, signal.name, signal.entity, signal.entity_column, thresholds)
+    if signal.entity == "gpu":   # GPUs expected this hour without a sample in it (checks/judgement_absent.py)
+        judged = judgement_absent.with_absent_gpus(judged, sql.frame(con, "detect/absent_gpus", {"start": start, "end": end}), "gpu")
+    judged = judged.assign(signal=signal.name, partition_start=start)
     with transaction(con, new_findings=stored, new_evaluations=marks, new_clearings=cleared,
                      new_judgements=judged[list(judgement.JUDGEMENT_COLUMNS)]):
         sql.run(con, "detect/store_findings", {"signal": signal.name, "start": start})

@@ -289,6 +289,13 @@ def gpu_busy_low_power(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
     board (`max_cold_power_ratio`) on a few SMs (`max_spin_sm_active`, when profiled). A GPU whose
     power limit is unknown is not judged: watts alone have no scale across models (150 W is an
     idle H100 and a loaded L4).
+
+    Sooner, after `fast_min_minutes`, when two independent witnesses agree, history or none: EVERY
+    GPU the run holds spins at a spin's draw (<= `max_cold_power_ratio` of its limit) AND the run's
+    steps stopped (no step logged in the minute, nor for `stall_log_intervals` of its own logging
+    interval). A collective that will not complete holds every surviving rank; a checkpoint save's
+    barrier leaves the writer idle, a data stall leaves the GPUs idle, an inference server logs no
+    steps, a throttled run keeps stepping, so each falls to the `min_minutes` path or to none.
     """
     if frame.empty:
         return empty_findings()
@@ -314,16 +321,27 @@ def gpu_busy_low_power(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
     g["dropped"] = g["spinning"] & (from_history | from_physics)
     g["cold"] = g["spinning"] & from_physics
     g["power_ratio"] = power_ratio
+    g["spin_draw"] = g["spinning"] & power_ratio.le(thresholds["max_cold_power_ratio"])
+    g["stalled"] = _steps_stalled(g, thresholds["stall_log_intervals"])
+    g["last_step"] = pd.to_datetime(g["run_last_step_time"]) if "run_last_step_time" in g.columns else pd.NaT
     per_run = g.groupby(["run_id", "tick"], sort=True).agg(
         gpus_held=("gpu", "size"), spinning=("spinning", "sum"), dropped=("dropped", "sum"), cold=("cold", "sum"),
         utilization=("utilization_ratio", "mean"), power_ratio=("power_ratio", "mean"),
         tensor=("tensor_active_ratio", "mean"), in_window=("in_window", "any"),
+        spin_draw=("spin_draw", "sum"), stalled=("stalled", "all"), last_step=("last_step", "max"),
         **({"episode_last_seen": ("episode_last_seen", "first")} if "episode_last_seen" in g.columns else {}),
     ).reset_index()
     share = per_run["spinning"] / per_run["gpus_held"]
     sustain = share.ge(thresholds["min_share"])
     entry = sustain & (per_run["dropped"] / per_run["gpus_held"]).ge(thresholds["min_share"])
     f = mark_stretches(per_run, "run_id", entry, sustain=sustain, min_minutes=thresholds["min_minutes"])
+    # the two witnesses together: every held GPU at a spin's draw and the steps stopped (a subset of
+    # `sustain`, so both marks share their stretches)
+    witnessed = per_run["spin_draw"].eq(per_run["gpus_held"]) & per_run["stalled"]
+    fast = mark_stretches(per_run, "run_id", witnessed & sustain, sustain=sustain,
+                          min_minutes=thresholds["fast_min_minutes"])
+    f["_fast"] = fast["_active"] & ~f["_active"]
+    f["_active"] = f["_active"] | fast["_active"]
     spin = g[g["spinning"]]
     rows = []
     for stretch, active in active_stretches(f):
@@ -343,6 +361,20 @@ def gpu_busy_low_power(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
                 "tensor_active_pct": num(100 * active["tensor"].mean(), 1),
                 "judged_by": "its GPUs' own history: power fell from a working draw"
                              if (active["dropped"] > active["cold"]).any() else "physics: no loaded history to compare with",
+                "opened_by": f"every GPU at a spin's draw with its steps stopped for {thresholds['fast_min_minutes']:g} min"
+                             if active["_fast"].iloc[0] else f"{thresholds['min_minutes']:g} min of spinning",
+                "last_step": timestamp(active["last_step"].iloc[0]),
             },
         ))
     return findings_frame(rows)
+
+
+def _steps_stalled(g: pd.DataFrame, log_intervals: float) -> pd.Series:
+    """Per row: its run logged no step in that minute, nor for `log_intervals` of its own logging
+    interval. False where the run logs no steps or its cadence is unknown (nothing to witness)."""
+    if "run_last_step_time" not in g.columns:
+        return pd.Series(False, index=g.index)
+    last = pd.to_datetime(g["run_last_step_time"])
+    silent = (pd.to_datetime(g["tick"]) - last).dt.total_seconds()
+    cadence = pd.to_numeric(g["log_interval_seconds"], errors="coerce")
+    return last.notna() & last.lt(pd.to_datetime(g["minute"])) & cadence.gt(0) & silent.ge(log_intervals * cadence)

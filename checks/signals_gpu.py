@@ -167,6 +167,10 @@ REGISTRY.register(Signal(
         "max_spin_sm_active": 0.5,     # a spin kernel occupies a few SMs (one block per NCCL channel)
         "min_share": 0.5,              # of the run's held GPUs
         "min_minutes": 3.0,
+        # sooner when the step log agrees: every held GPU at a spin's draw and no step for this many
+        # of the run's own logging intervals (and none in the minute)
+        "fast_min_minutes": 2.0,
+        "stall_log_intervals": 3.0,
         "lookback_minutes": 30.0,
     },
     fault_types=("hang", "rank_dropout"),

@@ -11,7 +11,8 @@ REGISTRY.register(Signal(
     owner="platform",
     title="Job ended without finishing",
     description=(
-        "The job ended with a failure (its run_ended status is not completed): every rank stopped and "
+        "The job ended with a failure (its run_ended status is not completed, or it logged no end and its "
+        "GPUs were all released after its steps stopped): every rank stopped and "
         "its GPUs were released, so no other signal sees it; the run needs a relaunch from its last good "
         "checkpoint. A preemption is the scheduler's decision and is not reported."
     ),
@@ -23,8 +24,11 @@ REGISTRY.register(Signal(
         "oom_minutes": 2.0,             # the allocator fills the card in the last minute or two before an OOM
         "oom_memory_ratio": 0.97,       # of the card's memory: a training job's reservation stays below ~90 %
         "lookback_minutes": 60.0,       # the run's last steps before its end
+        # without a run_ended: every GPU of the run reports free this many minutes in a row (a clean
+        # exit's launcher writes its end within a minute or two of the processes leaving)
+        "released_minutes": 3.0,
     },
     # a dead rank's peers fail at the NCCL timeout: the job ends failed (the rank_dropout incident's sequel)
-    fault_types=("job_crash", "rank_dropout"),
+    fault_types=("job_crash", "job_killed", "rank_dropout"),
     entity_column="run_id",
 ))

@@ -72,7 +72,7 @@ def lineage_lines(scenario: Scenario, tl: Timeline, out: Path | None = None,
             "manifest": {"files": manifest},
         }))
     events.extend(badput_shapes.lineage_events(tl))
-    if tl.ended:
+    if tl.ended and (tl.failure is None or effect(tl.failure.fault.type).logs_end):
         status = "completed" if tl.failure is None else effect(tl.failure.fault.type).end_status or "failed"
         events.append((tl.end, {"event": "run_ended", "run_id": run.id, "status": status}))
     for promo in promotions:

@@ -1,5 +1,5 @@
 """Cluster shapes (docs/scenario.md, "Cluster shapes"): a whole job crashing or running out of
-memory, a preemption, a data loader that leaves the GPUs idle, one host's network degrading,
+memory, killed without a word (no run_ended), a preemption, a data loader that leaves the GPUs idle, one host's network degrading,
 telemetry that stops for a while and a host whose clock is off. Targets: ``run:<id>`` or
 ``host:node-<h>`` (``gpu:node-<h>:<g>`` for a gap). simulator/scenarios/shapes.yaml has each."""
 
@@ -56,6 +56,11 @@ register(FaultEffect(
     "every rank of the job dies at the onset (an exception, a segfault; magnitude >= 1: CUDA out of memory, "
     "the GPUs' memory fills in the minute before): no step after it, all GPUs free at once, run_ended failed",
     whole_job=True, kills=_whole_job, run_gpu=_oom_memory))
+register(FaultEffect(
+    "job_killed", "cluster", ("run",),
+    "every rank of the job is killed at the onset without a word (SIGKILL, the kernel's OOM killer, a node's "
+    "crash): no step after it, all GPUs free at once, and no run_ended (the launcher died with it)",
+    whole_job=True, logs_end=False, kills=_whole_job))
 register(FaultEffect(
     "preemption", "cluster", ("run",),
     "the scheduler preempts the job at the onset: every rank stops, its GPUs are free at once, run_ended "

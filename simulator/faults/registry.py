@@ -70,6 +70,7 @@ class FaultEffect:
     weights_only: bool = False
     whole_job: bool = False  # kills every rank at once: the job ends at the onset
     end_status: str | None = None  # run_ended's status when it ends the run (default "failed")
+    logs_end: bool = True  # False: the job dies without its launcher writing run_ended (SIGKILL, node crash)
     kills: Callable | None = None
     slowdown: Callable | None = None
     gpu_state: Callable | None = None
