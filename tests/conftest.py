@@ -59,27 +59,77 @@ def small_demo(tmp_path_factory) -> dict:
             "terminal": (folder / "terminal").read_text(), "home": folder / "home"}
 
 
+@pytest.fixture(scope="session")
+def faults_embedded(tmp_path_factory) -> dict:
+    """faults.yaml through the embedded stack once per test session, for every xdist worker (tests/helpers.py:
+    FAULTS_*): `goodput demo --hours FAULTS_DEMO_HOURS` as a person runs it, its warehouse copied aside
+    ("demo": the embedded run tests/distributed/test_distributed_stack.py compares the distributed one with),
+    then the same home's hours up to FAULTS_FOLD_HOURS through the real `detect` job in process ("warehouse":
+    the findings tests/test_fold_incremental.py folds). Both read-only: copy before writing."""
+    import os
+    import subprocess
+    import sys
+
+    from orchestration.definitions import build_definitions
+    from orchestration.partitions import hour_keys
+    from tests.helpers import FAULTS, FAULTS_DEMO_HOURS, FAULTS_FOLD_HOURS, REPO
+
+    def build(folder: Path) -> None:
+        home = folder / "home"
+        env = {k: v for k, v in os.environ.items() if k not in ("GOODPUT_HOME", "DAGSTER_HOME")}
+        done = subprocess.run([sys.executable, "-m", "orchestration.cli", "demo", "--home", str(home), "--scenario",
+                               str(FAULTS), "--hours", str(FAULTS_DEMO_HOURS)], capture_output=True, text=True, cwd=REPO,
+                              env={**env, "PYTHONPATH": str(REPO)})
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        for suffix in ("", ".wal"):   # closed: no WAL is left, but copy one if it were
+            if (home / f"warehouse.duckdb{suffix}").exists():
+                shutil.copy(home / f"warehouse.duckdb{suffix}", folder / f"demo.duckdb{suffix}")
+        scenario = load_scenario(FAULTS)
+        detect = build_definitions(home).resolve_job_def("detect")
+        quiet = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+        with memory_instance() as instance:
+            for key in hour_keys(scenario.start, scenario.end)[FAULTS_DEMO_HOURS:FAULTS_FOLD_HOURS]:
+                assert detect.execute_in_process(partition_key=key, instance=instance, run_config=quiet).success
+
+    folder = built_once(tmp_path_factory, "faults-embedded", build)
+    return {"demo": folder / "demo.duckdb", "warehouse": folder / "home" / "warehouse.duckdb"}
+
 
 @pytest.fixture(scope="session")
-def quality_first_hours(tmp_path_factory):
-    """quality.yaml through the real `detect` job, hours 00-02 (chat-base's reference is 00:10-01:10,
-    input drift from 01:15), once per worker for tests/test_drift.py and tests/test_triage_e2e.py:
-    {"home", "snapshot", "results", "instance"}. "snapshot" is a copy
-    of the home after hour 02, never written again; "home" and "instance" go on to later hours
-    (test_triage_e2e), in order, as one run of the schedule would."""
-    from tests.helpers import QUALITY, copy_home, run_detect
+def quality_first_hours(tmp_path_factory) -> dict:
+    """quality.yaml through the real `detect` job once per test session, for every xdist worker (tests/test_drift.py
+    and tests/test_triage_e2e.py land on different workers under --dist loadfile): hours 00-02 (chat-base's
+    reference is 00:10-01:10, input drift from 01:15), a copy of the home taken then ("snapshot") with those
+    runs' check evaluations and materializations ("results": tests/helpers.py RecordedRun), then hours 03-06
+    and the incidents fold on the same home and instance, in order, as one run of the schedule would ("home").
+    {"snapshot", "results", "home"}, all read-only: copy before writing."""
+    import dagster as dg
 
-    home = tmp_path_factory.mktemp("quality") / "home"
-    simulate(load_scenario(QUALITY), home)
-    with memory_instance() as instance:
-        results = {hour: run_detect(home, f"2026-11-30-{hour:02d}:00", instance) for hour in range(3)}
-        snapshot = copy_home(home, tmp_path_factory.mktemp("quality-snapshot") / "home")
-        yield {"home": home, "snapshot": snapshot, "results": results, "instance": instance}
+    from assets.incidents import incidents
+    from assets.ingest import ingest_assets
+    from tests.helpers import QUALITY, RecordedRun, copy_home, run_detect
+
+    def build(folder: Path) -> None:
+        home = folder / "home"
+        simulate(load_scenario(QUALITY), home)
+        with memory_instance() as instance:
+            for hour in range(7):
+                result = run_detect(home, f"2026-11-30-{hour:02d}:00", instance)
+                if hour < 3:
+                    RecordedRun.record(result, folder / f"hour-{hour:02d}.json")
+                if hour == 2:
+                    copy_home(home, folder / "snapshot")
+            assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources_for(home),
+                                  instance=instance).success
+
+    folder = built_once(tmp_path_factory, "quality-first-hours", build)
+    return {"snapshot": folder / "snapshot", "home": folder / "home",
+            "results": {hour: RecordedRun(folder / f"hour-{hour:02d}.json") for hour in range(3)}}
 
 
 # `slow` (over ~20 s of CPU, measured with --durations=0 under `.ci/run`): every test that uses one of these
 # scenario-sized fixtures (whichever runs first builds it), and these tests by node id prefix.
-SLOW_FIXTURES = {"small_demo", "quality_first_hours", "detected", "inference", "processed", "folded", "serving_home",
+SLOW_FIXTURES = {"small_demo", "quality_first_hours", "faults_embedded", "inference", "processed", "folded", "serving_home",
                  "shapes", "oncall", "ui", "embedded", "distributed"}
 SLOW_TESTS = (
     "tests/test_replay.py::test_replay_under_the_real_sensor", "tests/test_replay.py::test_replay_grows_checkpoints",

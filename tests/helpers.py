@@ -35,6 +35,12 @@ from sources.client import MANIFEST_NAME, file_manifest
 REPO = Path(__file__).resolve().parent.parent
 SMALL = REPO / "simulator" / "scenarios" / "small.yaml"
 QUALITY = REPO / "simulator" / "scenarios" / "quality.yaml"
+FAULTS = REPO / "simulator" / "scenarios" / "faults.yaml"
+# faults.yaml (7 hosts x 8 GPUs, 10 h) is detected once per session (tests/conftest.py: faults_embedded):
+# `goodput demo` over its first FAULTS_DEMO_HOURS (the embedded run the distributed stack must equal), then the
+# same home's next hours up to FAULTS_FOLD_HOURS (the findings tests/test_fold_incremental.py folds).
+FAULTS_DEMO_HOURS = 2    # a straggler, an idle GPU, loss plateaus, damaged checkpoints, drift, a latency regression
+FAULTS_FOLD_HOURS = 5    # and GPU, serving and promotion faults, a rank dropout (its peers hang): the fold's cases
 
 
 def memory_instance() -> dg.DagsterInstance:
@@ -55,6 +61,31 @@ def run_detect(home: Path, partition_key: str, instance) -> dg.ExecuteInProcessR
         partition_key=partition_key, instance=instance, raise_on_error=True)
     assert result.success
     return result
+
+
+class RecordedRun:
+    """What the tests read from a job run's result (its check evaluations and asset materializations), kept
+    in a file with Dagster's serdes so that a run made once per session (`built_once`) reads the same in every
+    xdist worker: `record(result, path)`, then `RecordedRun(path)` answers as the result did."""
+
+    def __init__(self, path: Path):
+        recorded = json.loads(path.read_text())
+        self._evaluations = dg.deserialize_value(recorded["evaluations"])
+        self._materializations = {node: dg.deserialize_value(text) for node, text in recorded["materializations"].items()}
+
+    @staticmethod
+    def record(result: dg.ExecuteInProcessResult, path: Path) -> None:
+        nodes = {event.node_name for event in result.get_asset_materialization_events()}
+        path.write_text(json.dumps({
+            "evaluations": dg.serialize_value(list(result.get_asset_check_evaluations())),
+            "materializations": {node: dg.serialize_value(list(result.asset_materializations_for_node(node)))
+                                 for node in sorted(nodes)}}))
+
+    def get_asset_check_evaluations(self) -> list:
+        return list(self._evaluations)
+
+    def asset_materializations_for_node(self, node_name: str) -> list:
+        return list(self._materializations.get(node_name, []))
 
 
 def check_evaluation(result: dg.ExecuteInProcessResult, name: str):

@@ -9,9 +9,10 @@ import pytest
 
 from assets.incidents import incidents
 from assets.ingest import ingest_assets
+from orchestration.definitions import resources_for
 from orchestration.scoring import load_truth, score
 from orchestration.sensors import incident_alerts
-from tests.helpers import check_evaluation, run_detect
+from tests.helpers import check_evaluation, copy_home, memory_instance, run_detect
 
 HOURS = ("2026-11-30-00:00", "2026-11-30-01:00")
 
@@ -24,15 +25,25 @@ def process(resources, instance, hours=HOURS) -> dict:
     return results
 
 
+@pytest.fixture(scope="module")
+def forward(tmp_path_factory, small_raw_zone) -> dict:
+    """The small scenario's hours through `detect` in order, then the fold, once for this module's tests:
+    {"home", "results"} (read-only: `copy_home` before writing)."""
+    home = copy_home(small_raw_zone, tmp_path_factory.mktemp("forward") / "home")
+    with memory_instance() as instance:
+        yield {"home": home, "results": process(resources_for(home), instance)}
+
+
 def read(resources, query):
     with resources["warehouse"].connect(read_only=True) as con:
         return con.execute(query).df()
 
 
-def test_small_scenario_yields_exactly_the_hang_incident_with_lineage(small_home, resources, instance):
+def test_small_scenario_yields_exactly_the_hang_incident_with_lineage(forward):
     from checks.registry import REGISTRY
 
-    process(resources, instance)
+    small_home = forward["home"]
+    resources = resources_for(small_home)
     found = read(resources, "SELECT * FROM incidents")
     # the hang's software face (no step while busy) and, at most, its hardware face on the same run
     assert (found["signal"] == "busy_not_progressing").sum() == 1
@@ -59,15 +70,16 @@ def test_small_scenario_yields_exactly_the_hang_incident_with_lineage(small_home
     assert table.loc["hang", "recall"] == 1.0 and table.loc["hang", "false_alarms"] == 0
 
 
-def test_check_reports_evidence_and_folding_is_deterministic(small_home, resources, instance):
-    results = process(resources, instance)   # hour 00's first detect run is the one whose check is read
-    evaluation = check_evaluation(results[HOURS[0]], "busy_not_progressing")
+def test_check_reports_evidence_and_folding_is_deterministic(forward, tmp_path, instance):
+    # hour 00's first detect run is the one whose check is read
+    evaluation = check_evaluation(forward["results"][HOURS[0]], "busy_not_progressing")
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
     meta = evaluation.metadata
     assert meta["value"].value >= 300 and meta["threshold"].value == 300
     assert "llm-small" in meta["offending"].value
-    first = read(resources, "SELECT * EXCLUDE (evidence) FROM incidents ORDER BY incident_id")
-    process(resources, instance, hours=tuple(reversed(HOURS)))   # a backfill in another order
+    first = read(resources_for(forward["home"]), "SELECT * EXCLUDE (evidence) FROM incidents ORDER BY incident_id")
+    resources = resources_for(copy_home(forward["home"], tmp_path / "home"))
+    process(resources, instance, hours=tuple(reversed(HOURS)))   # a backfill in another order, over the same home
     again = read(resources, "SELECT * EXCLUDE (evidence) FROM incidents ORDER BY incident_id")
     pd.testing.assert_frame_equal(first, again)
 
@@ -86,8 +98,9 @@ def test_healthy_hours_pass_the_check(small_home, resources, instance):
     assert check_evaluation(run_detect(small_home, HOURS[0], instance), "busy_not_progressing").passed
 
 
-def test_alert_sensor_delivers_once(small_home, resources, instance):
-    process(resources, instance)
+def test_alert_sensor_delivers_once(forward, tmp_path, instance):
+    small_home = copy_home(forward["home"], tmp_path / "home")
+    resources = resources_for(small_home)
     with dg.build_sensor_context(instance=instance, resources=resources) as context:
         incident_alerts(context)
         cursor = context.cursor
@@ -115,8 +128,6 @@ def test_alert_sensor_delivers_once(small_home, resources, instance):
 
 
 def test_alert_sensor_skips_while_the_warehouse_is_missing(tmp_path, instance):
-    from orchestration.definitions import resources_for
-
     with dg.build_sensor_context(instance=instance, resources=resources_for(tmp_path)) as context:
         result = incident_alerts(context)
     assert "no warehouse" in result.skip_message
@@ -124,7 +135,6 @@ def test_alert_sensor_skips_while_the_warehouse_is_missing(tmp_path, instance):
 
 def test_quiet_on_healthy_runs_and_idle_gpus_between_runs(tmp_path, instance):
     """Two healthy runs on one host with idle GPUs between them, checkpoints and startups: no finding."""
-    from orchestration.definitions import resources_for
     from simulator import scenario_from_dict, simulate
 
     loss = {"initial": 9.0, "floor": 2.1, "decay": 0.35, "noise": 0.02}

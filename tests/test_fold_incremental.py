@@ -6,6 +6,7 @@ import random
 import shutil
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,31 +15,21 @@ from assets import incident_fold as full
 from assets.incidents_incremental import clear_state, fast_correlate, fold_incrementally, store
 from orchestration import sql
 from orchestration.warehouse import WarehouseResource
-from tests.helpers import memory_instance
+from tests.helpers import FAULTS_FOLD_HOURS
 
-REPO = Path(__file__).resolve().parent.parent
-FAULTS = REPO / "simulator" / "scenarios" / "faults.yaml"
 LIFECYCLE = full.Lifecycle()
-HOURS = 5   # faults.yaml's first five hours: hangs, stragglers, GPU, checkpoint and quality faults (the detect
-            # job over all ten takes minutes on a busy machine; the fold's cases are all in these)
 
 
 @pytest.fixture(scope="module")
-def detected(tmp_path_factory) -> Path:
-    """faults.yaml (6 hosts x 8 GPUs) through the real detect job, hour by hour (its first HOURS): its warehouse."""
-    from orchestration.definitions import build_definitions
-    from orchestration.partitions import hour_keys
-    from simulator import load_scenario, simulate
-
-    home = tmp_path_factory.mktemp("faults")
-    scenario = load_scenario(FAULTS)
-    simulate(scenario, home)
-    detect = build_definitions(home).resolve_job_def("detect")
-    with memory_instance() as instance:
-        for key in hour_keys(scenario.start, scenario.end)[:HOURS]:
-            assert detect.execute_in_process(partition_key=key, instance=instance,
-                                             run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}}).success
-    return home / "warehouse.duckdb"
+def detected(faults_embedded) -> Path:
+    """faults.yaml (7 hosts x 8 GPUs) through the real detect job, hour by hour, its first FAULTS_FOLD_HOURS
+    (tests/helpers.py; the detect job over all ten takes minutes on a busy machine, the fold's cases are all in
+    these): its warehouse, built once per session (tests/conftest.py: faults_embedded, shared with the
+    distributed stack's embedded run)."""
+    with duckdb.connect(str(faults_embedded["warehouse"]), read_only=True) as con:
+        hours = con.execute("SELECT count(DISTINCT partition_start) FROM evaluations").fetchone()[0]
+    assert hours == FAULTS_FOLD_HOURS
+    return faults_embedded["warehouse"]
 
 
 def full_fold(con) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -21,6 +21,7 @@ from simulator import load_scenario, simulate
 REPO = Path(__file__).resolve().parent.parent
 QUICK = REPO / "bench" / "scenarios" / "replay_quick.yaml"
 CKPTS = REPO / "bench" / "scenarios" / "replay_checkpoints.yaml"
+SHORT = REPO / "tests" / "fixtures" / "replay_short.yaml"
 T0 = datetime(2026, 11, 30, tzinfo=timezone.utc)
 HOUR = datetime(2026, 11, 30)
 
@@ -165,17 +166,18 @@ def test_schedule_ticks_are_the_cron_ticks():
 
 
 def test_replay_under_the_real_sensor_sees_the_hang_after_data_latency_cadence_and_window(tmp_path):
-    """`bench/bench_replay.py --quick` (the benchmark as users run it, with the home's persistent
-    instance): every tick of the real sensor runs its requests through the real detect job."""
+    """`bench/bench_replay.py --quick` as users run it (the home's persistent instance) on SHORT, `--quick`'s
+    scenario cut to the hang (10 ticks rather than 13: each tick is a detect run and a fold): every tick of the
+    real sensor runs its requests through the real detect job."""
     keep, out = tmp_path / "replay", tmp_path / "replay.json"
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "bench_replay.py"), "--quick", "--keep", str(keep),
-                           "--out", str(out)], cwd=REPO, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "bench_replay.py"), "--quick", "--scenario", str(SHORT),
+                           "--keep", str(keep), "--out", str(out)], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "per tier" in done.stdout and "| hang" in done.stdout and "load average" in done.stdout
     result = json.loads(out.read_text())
     ticks = pd.DataFrame(result["ticks"])
     # data arrives every minute and the sensor ticks every minute, over the scenario and a minute's tail
-    assert [pd.Timestamp(t) for t in ticks["tick"]] == schedule_ticks(result["cron"], "UTC", T0, T0 + timedelta(minutes=13))
+    assert [pd.Timestamp(t) for t in ticks["tick"]] == schedule_ticks(result["cron"], "UTC", T0, T0 + timedelta(minutes=10))
     assert ticks["runs"].min() >= 1 and not any(ticks["failed"].map(len))
     assert result["schedule"] == "raw_zone_detect"
     (hang,) = result["faults"]
@@ -187,7 +189,7 @@ def test_replay_under_the_real_sensor_sees_the_hang_after_data_latency_cadence_a
                for t, w in zip(ticks["tick"], ticks["wall_s"]))
     # ... and no later than one cadence after the data that shows it arrived
     assert (seen - pd.Timestamp(hang["onset"]).tz_localize(None)).total_seconds() <= 8 * 60
-    assert _files(keep / "replay_quick-home" / "raw") == _files(keep / "replay_quick-staging" / "raw")
+    assert _files(keep / "replay_short-home" / "raw") == _files(keep / "replay_short-staging" / "raw")
     assert [t["tier"] for t in result["tiers"]] == ["SEV1"] and result["tiers"][0]["faults detected"] == 1
     assert [t["fault type"] for t in result["fault_types"]] == ["hang"]
 

@@ -5,15 +5,12 @@ the injected faults."""
 
 from pathlib import Path
 
-import dagster as dg
 import pandas as pd
 import pytest
 
-from assets.incidents import incidents
-from assets.ingest import ingest_assets
 from orchestration.definitions import resources_for
 from orchestration.scoring import load_truth, score
-from tests.helpers import run_detect
+from tests.helpers import copy_home
 
 REPO = Path(__file__).resolve().parent.parent
 QUALITY = REPO / "simulator" / "scenarios" / "quality.yaml"
@@ -21,15 +18,11 @@ BASE, PROMOTED_AT = "chat-base", pd.Timestamp("2026-11-30 04:00")
 
 
 @pytest.fixture(scope="module")
-def folded(quality_first_hours):
-    """quality.yaml's hours 00-06 through `detect` in order (00-02 are the session's, tests/conftest.py), then the fold."""
-    home, instance = quality_first_hours["home"], quality_first_hours["instance"]
-    resources = resources_for(home)
-    for hour in range(3, 7):
-        run_detect(home, f"2026-11-30-{hour:02d}:00", instance)
-    assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources,
-                          instance=instance).success
-    with resources["warehouse"].connect(read_only=True) as con:
+def folded(quality_first_hours, tmp_path_factory):
+    """quality.yaml's hours 00-06 through `detect` in order, then the fold (the session's, tests/conftest.py:
+    quality_first_hours, built once for this file and tests/test_drift.py), on a copy of that home."""
+    home = copy_home(quality_first_hours["home"], tmp_path_factory.mktemp("triage") / "home")
+    with resources_for(home)["warehouse"].connect(read_only=True) as con:
         found = con.execute("SELECT * FROM incidents WHERE family = 'quality' ORDER BY onset, signal").df()
         promoted = con.execute("""SELECT model_version, run_id, step, checkpoint_path FROM lineage_events
                                   WHERE event = 'model_version_registered'""").df()

@@ -8,7 +8,8 @@ the embedded run of the same hours (`goodput demo`).
   finishes; nothing of the killed attempt lands (the incidents and row counts equal the embedded run's).
 
 Heavy (two runs of two hours of a 56-GPU scenario, one of them with ~50 steps an hour on Celery):
-minutes on a loaded machine.
+minutes on a loaded machine. The embedded run is the session's (tests/conftest.py: faults_embedded), built
+once for this file and tests/test_fold_incremental.py.
 """
 
 from __future__ import annotations
@@ -24,10 +25,9 @@ import pytest
 
 from orchestration.distributed import DAGSTER_DB, LAKE_DB
 from orchestration.warehouse import WarehouseResource
+from tests.helpers import FAULTS, REPO
+from tests.helpers import FAULTS_DEMO_HOURS as HOURS  # the first faults begin at 1h: stragglers, idle GPUs, drift ...
 
-REPO = Path(__file__).resolve().parents[2]
-FAULTS = REPO / "simulator" / "scenarios" / "faults.yaml"
-HOURS = 2   # faults.yaml's first faults begin at 1h: two hours hold hangs, stragglers and GPU faults
 INCIDENTS = ("SELECT incident_id, tier, onset, entity_type, entity_id, status FROM incidents ORDER BY incident_id")
 COUNTS = ("SELECT (SELECT count(*) FROM gpu_samples), (SELECT count(*) FROM training_steps), "
           "(SELECT count(*) FROM findings), (SELECT count(*) FROM quarantine)")
@@ -42,10 +42,10 @@ def _demo(home: Path, *extra: str, env: dict | None = None) -> str:
 
 
 @pytest.fixture(scope="module")
-def embedded(tmp_path_factory):
-    home = tmp_path_factory.mktemp("embedded")
-    _demo(home)
-    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+def embedded(faults_embedded):
+    """`goodput demo` of the same hours, embedded: its warehouse as the demo left it (built once per session,
+    tests/conftest.py: faults_embedded, whose later hours feed the fold's test)."""
+    with duckdb.connect(str(faults_embedded["demo"]), read_only=True) as con:
         return con.execute(INCIDENTS).fetchall(), con.execute(COUNTS).fetchone()
 
 
