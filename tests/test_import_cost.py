@@ -3,7 +3,7 @@
 Every process that loads `orchestration.definitions` (a CLI command, the daemon's run worker, a
 Celery task, a test subprocess) pays its imports. matplotlib (plots), scipy.cluster (the fold's
 union-find), scipy.stats (drift and serving tests) and evidently (drift reports) are imported by
-the code that uses them, when it runs: ~2 CPU-s of a 4.6 CPU-s load (BENCHMARKS.md section 27a).
+the code that uses them, when it runs: ~2 CPU-s of a 4.6 CPU-s load (BENCHMARKS.md section 27).
 """
 
 import json
