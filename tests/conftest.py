@@ -143,8 +143,26 @@ SLOW_TESTS = (
 )
 
 
+# The heaviest files, heaviest first (setup + call, the fresh-clone CI's --durations): CI hands whole files to
+# the xdist workers in collection order, so starting the long ones first keeps one from running alone at the end.
+HEAVIEST_FIRST = ("tests/distributed/test_distributed_stack.py", "tests/test_daemon_restart.py", "tests/test_replay.py",
+                  "tests/test_fold_incremental.py", "tests/fault_injection/test_sigkill.py", "tests/test_drift.py",
+                  "tests/test_serving_signals.py", "tests/fault_injection/test_drift_determinism.py",
+                  "tests/test_checkpoint_signals.py", "tests/test_board_browser.py")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.nodeid.startswith(SLOW_TESTS):
             item.add_marker(pytest.mark.slow)
+
+    def path(item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    rank: dict[str, tuple[int, int]] = {}   # a file's place: listed, then holding a slow test, then the rest
+    for item in items:
+        here = (0, HEAVIEST_FIRST.index(path(item))) if path(item) in HEAVIEST_FIRST else (
+            1 if item.get_closest_marker("slow") else 2, 0)
+        rank[path(item)] = min(rank.get(path(item), here), here)
+    items.sort(key=lambda item: rank[path(item)])   # stable: files and their tests keep their order otherwise
