@@ -37,10 +37,12 @@ MAX_LISTED = 20
 
 
 def evaluate_judged(
-    con: duckdb.DuckDBPyConnection, signal: Signal, start: datetime, end: datetime, thresholds: dict | None = None
+    con: duckdb.DuckDBPyConnection, signal: Signal, start: datetime, end: datetime, thresholds: dict | None = None,
+    absent: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Run `signal` over [start, end) and store its findings and judgements; returns (series frame,
-    findings, judgements: which entities the signal could judge, and why not the others)."""
+    findings, judgements: which entities the signal could judge, and why not the others). `absent`: the
+    hour's `absent_gpus` when the caller has read them already (one read for all GPU signals of a step)."""
     start, end = naive_utc(start), naive_utc(end)
     thresholds = dict(signal.thresholds) if thresholds is None else thresholds
     frame = sql.frame(con, signal.query, {"start": start, "end": end, **signal.query_params, **thresholds})
@@ -79,12 +81,17 @@ def evaluate_judged(
     # which entities the signal could judge, and why not the others (checks/judgement.py)
     judged = judgement.judge(frame, signal.name, signal.entity, signal.entity_column, thresholds)
     if signal.entity == "gpu":   # GPUs expected this hour without a sample in it (checks/judgement_absent.py)
-        judged = judgement_absent.with_absent_gpus(judged, sql.frame(con, "detect/absent_gpus", {"start": start, "end": end}), "gpu")
+        judged = judgement_absent.with_absent_gpus(judged, absent if absent is not None else absent_gpus(con, start, end), "gpu")
     judged = judged.assign(signal=signal.name, partition_start=start)
     with transaction(con, new_findings=stored, new_evaluations=marks, new_clearings=cleared,
                      new_judgements=judged[list(judgement.JUDGEMENT_COLUMNS)]):
         sql.run(con, "detect/store_findings", {"signal": signal.name, "start": start})
     return frame, findings, judged
+
+
+def absent_gpus(con: duckdb.DuckDBPyConnection, start: datetime, end: datetime) -> pd.DataFrame:
+    """GPUs expected in [start, end) that sent no sample in it (sql/detect/absent_gpus.sql)."""
+    return sql.frame(con, "detect/absent_gpus", {"start": naive_utc(start), "end": naive_utc(end)})
 
 
 def evaluate(
@@ -213,11 +220,14 @@ def build_checks(signals: list[Signal], name: str) -> dg.AssetChecksDefinition:
         selected = {key.name for key in context.selected_asset_check_keys}
         home = Path(warehouse.path).resolve().parent
         errors = []
+        absent = None   # read once for every GPU signal of the step: the checks do not write gpu_minutes
         with warehouse.connect() as con:
             for signal in (s for s in signals if s.name in selected):
                 try:
                     chosen = thresholds.for_signal(signal.name, signal.thresholds, CATALOGUE)  # checked once per version
-                    frame, findings, judged = evaluate_judged(con, signal, window.start, window.end, chosen)
+                    if signal.entity == "gpu" and absent is None:
+                        absent = absent_gpus(con, window.start, window.end)
+                    frame, findings, judged = evaluate_judged(con, signal, window.start, window.end, chosen, absent)
                 except WarehouseLocked:
                     raise
                 except Exception as error:   # the other signals still run; the step fails after them
