@@ -167,8 +167,6 @@ CADENCE_NOTE = "so its wait for a tick is up to twice the daemon's"
 
 
 def main() -> int:
-    from orchestration.replay import fault_type_table, tier_table
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one tiny scenario (seconds; CI)")
     parser.add_argument("--scenario", action="append", help="scenario file(s) (default: bench/scenarios/replay_tiers.yaml)")
@@ -185,6 +183,14 @@ def main() -> int:
 
     paths = [Path(p) for p in args.scenario] if args.scenario else (QUICK if args.quick else FULL)
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="goodput-bench-replay-"))
+    # the code location's partitions start from GOODPUT_HOME's raw zone when it loads: load it for the
+    # first replay home (empty, as every home a replay grows), never for a GOODPUT_HOME inherited from the caller
+    from orchestration.cli import use_home
+    from simulator import load_scenario
+
+    use_home(str(root / f"{load_scenario(paths[0]).name}-home"))
+    from orchestration.replay import fault_type_table, tier_table
+
     runs = [run_one(p, root, args.sensor, 1.0 if args.quick else args.tail, args.windows, args.before, args.after)
             for p in paths]
     with open(root / "replay_runs.pickle", "wb") as handle:   # the results, to report again without replaying

@@ -24,6 +24,7 @@ Library: `replay(staging, home, start, end, ...)` returns a `ReplayResult`; `tie
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from dagster._utils.schedules import cron_string_iterator
 from orchestration import sensors_raw
 from orchestration.definitions import build_definitions, resources_for
 from orchestration.home import raw_root
+from orchestration.partitions import hourly
 from orchestration.replay_staging import DEFAULT_LATENCY_S, GrowingCheckpoints, GrowingRawZone, StagedFile, index_file
 from orchestration.scoring import load_truth, match, opened_incidents
 
@@ -91,6 +93,13 @@ def replay(staging: Path, home: Path, start, end, *, instance=None, latency: dic
     (bench/bench_replay.py --windows: only the minutes around some faults); its data arrives with
     the next tick evaluated."""
     start, stop = _aware(start), _aware(end) + tail
+    first = hourly.start.astimezone(timezone.utc)
+    if first > start.replace(minute=0, second=0, microsecond=0):
+        # the sensor requests no hour before the partitions: every tick would look idle
+        raise ValueError(f"the partitions start at {first:%Y-%m-%d %H:00} UTC, after this replay's first hour "
+                         f"({start:%Y-%m-%d %H:00}): the code location was loaded for another home "
+                         f"(GOODPUT_HOME={os.environ.get('GOODPUT_HOME', './.goodput')}); point GOODPUT_HOME at the "
+                         "replay's home (orchestration.cli.use_home) before importing orchestration.replay")
     instance = instance or dg.DagsterInstance.get()
     defs = build_definitions(home)
     # the raw-zone sensor alone (goodput ui runs it inside goodput_service): the replay runs the fold itself

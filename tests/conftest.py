@@ -1,6 +1,7 @@
 """Shared fixtures: a Goodput home with the small simulated scenario, its resources, and a Dagster
 instance. Helpers the test modules share live in tests/helpers.py."""
 
+import os
 import shutil
 from pathlib import Path
 
@@ -9,6 +10,22 @@ import pytest
 from orchestration.definitions import resources_for
 from simulator import load_scenario, simulate
 from tests.helpers import SMALL, built_once, memory_instance, run_with_stderr_on_a_terminal
+
+HOME_VARIABLES = ("GOODPUT_HOME", "DAGSTER_HOME")
+
+
+@pytest.fixture(autouse=True)
+def _homes_restored():
+    """`goodput` commands called in process (`orchestration.cli.main`) point GOODPUT_HOME and DAGSTER_HOME
+    at their home (`use_home`): put both back after each test, so no later test, nor a subprocess it starts,
+    runs on an earlier test's home."""
+    saved = {name: os.environ.get(name) for name in HOME_VARIABLES}
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +60,6 @@ def small_demo(tmp_path_factory) -> dict:
     """`goodput demo` on the small scenario, run once per test session for every xdist worker (as a
     person runs it: stderr on a terminal, stdout piped): {"status", "stdout", "terminal", "home"}.
     The home is shared: copy it (tests/helpers.py: copy_home) before running anything that writes to it."""
-    import os
     import sys
 
     def build(folder: Path) -> None:
@@ -66,7 +82,6 @@ def faults_embedded(tmp_path_factory) -> dict:
     ("demo": the embedded run tests/distributed/test_distributed_stack.py compares the distributed one with),
     then the same home's hours up to FAULTS_FOLD_HOURS through the real `detect` job in process ("warehouse":
     the findings tests/test_fold_incremental.py folds). Both read-only: copy before writing."""
-    import os
     import subprocess
     import sys
 

@@ -4,6 +4,7 @@ and the real schedule's ticks find the hang and a damaged checkpoint at the dela
 with no false alarm for the intact checkpoints."""
 
 import json
+import os
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -170,8 +171,14 @@ def test_replay_under_the_real_sensor_sees_the_hang_after_data_latency_cadence_a
     scenario cut to the hang (10 ticks rather than 13: each tick is a detect run and a fold): every tick of the
     real sensor runs its requests through the real detect job."""
     keep, out = tmp_path / "replay", tmp_path / "replay.json"
+    # the caller's GOODPUT_HOME is another home whose data starts a day later (a CI worker's earlier test
+    # left one set): the replay loads the code location for its own home, not that one
+    other = tmp_path / "other-home" / "raw" / "gpu_samples" / "2026-12-01" / "05"
+    other.mkdir(parents=True)
+    (other / "agent.jsonl").write_text("{}\n")
+    env = {**os.environ, "GOODPUT_HOME": str(tmp_path / "other-home")}
     done = subprocess.run([sys.executable, str(REPO / "bench" / "bench_replay.py"), "--quick", "--scenario", str(SHORT),
-                           "--keep", str(keep), "--out", str(out)], cwd=REPO, capture_output=True, text=True)
+                           "--keep", str(keep), "--out", str(out)], cwd=REPO, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "per tier" in done.stdout and "| hang" in done.stdout and "load average" in done.stdout
     result = json.loads(out.read_text())
@@ -230,3 +237,14 @@ def test_replay_grows_checkpoints_and_sees_the_truncated_one_as_sev1_and_nothing
     assert problems == {"ckpt-run/step-000120"}
     assert set(result.incidents["tier"]) == {"SEV1"}
     assert not result.incidents["false_alarm"].any()   # every incident is the injected truncation
+
+
+def test_a_replay_before_the_loaded_partitions_says_so_in_one_line(tmp_path):
+    """A code location loaded for a home whose data starts later has no partition for the replay's first
+    hours: the sensor would request nothing at every tick, so the replay refuses at once and says why."""
+    from orchestration.partitions import hourly
+
+    before = hourly.start.astimezone(timezone.utc) - timedelta(days=1)
+    with pytest.raises(ValueError, match="the partitions start at .* after this replay's first hour .* GOODPUT_HOME"):
+        replay(tmp_path / "staging", tmp_path / "home", before, before + timedelta(hours=1))
+    assert not (tmp_path / "home").exists()

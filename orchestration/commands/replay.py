@@ -49,7 +49,6 @@ def cmd_replay(args) -> int:
     from orchestration.cli import CliError, use_home
     from orchestration.home import raw_root
     from orchestration.progress import Ticker
-    from orchestration.replay import fault_type_table, replay, tier_table
     from simulator import ScenarioError, load_scenario, simulate
 
     latency = parse_latency(args.latency)
@@ -57,7 +56,9 @@ def cmd_replay(args) -> int:
         scenario = load_scenario(Path(args.scenario))
     except ScenarioError as error:
         raise CliError(str(error)) from None
+    # the home first: the code location's partitions start from GOODPUT_HOME's raw zone when it loads
     home = use_home(args.home)
+    from orchestration.replay import fault_type_table, replay, tier_table
     if raw_root(home).exists() and any(raw_root(home).iterdir()):
         raise CliError(f"{raw_root(home)} already holds a raw zone: replay grows an empty one; pass --home to an empty folder")
     staging = Path(args.staging) if args.staging else Path(tempfile.mkdtemp(prefix="goodput-replay-"))
