@@ -20,15 +20,16 @@ def add_parser(sub) -> None:
 def cmd_refold(args) -> int:
     import dagster as dg
 
+    from orchestration.cli import QUIET, CliError, use_home
+
+    home = use_home(args.home)   # before the code location loads: its partitions start from GOODPUT_HOME
     from assets import incident_fold as full
     from assets.incidents_incremental import clear_state
     from orchestration import sql
-    from orchestration.cli import QUIET, CliError, use_home
     from orchestration.definitions import build_definitions
     from orchestration.home import warehouse_path
     from orchestration.warehouse import warehouse_for
 
-    home = use_home(args.home)
     warehouse = warehouse_for(home)
     if not warehouse_path(home).exists():
         raise CliError(f"no warehouse at {warehouse_path(home)}: nothing to fold yet")
