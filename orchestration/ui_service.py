@@ -23,6 +23,11 @@ from pathlib import Path
 WATCH_SECONDS = 30.0
 """How often the webserver and the daemon check the code server's id (Dagster's default: 1 s)."""
 
+CODE_SERVER_STOP_S = 5.0
+"""How long the code server gets after SIGTERM before SIGKILL. Dagster's `api grpc` turns SIGTERM into an
+interrupt, then waits forever for a termination event only its ShutdownServer call sets (measured: never
+exits on SIGTERM alone); it holds no state, and a run it launched is a process of its own."""
+
 START_TIMEOUT_S = 600.0
 """Longest wait for the code server to load Goodput's definitions (minutes on a loaded machine)."""
 
@@ -95,11 +100,12 @@ def run_ui(home: Path, host: str, port: int, board_port: int, repo_root: Path) -
         return 130
     finally:
         stop()
-        for proc in procs:
+        for proc in procs:   # the code server (first) gets a few seconds, the others 30
             try:
-                proc.wait(timeout=30)
+                proc.wait(timeout=CODE_SERVER_STOP_S if proc is procs[0] else 30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait()
 
 
 if __name__ == "__main__":   # `goodput ui` execs this: HOME HOST PORT BOARD_PORT REPO_ROOT
