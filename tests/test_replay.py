@@ -168,7 +168,7 @@ def test_schedule_ticks_are_the_cron_ticks():
 
 def test_replay_under_the_real_sensor_sees_the_hang_after_data_latency_cadence_and_window(tmp_path):
     """`bench/bench_replay.py --quick` as users run it (the home's persistent instance) on SHORT, `--quick`'s
-    scenario cut to the hang (10 ticks rather than 13: each tick is a detect run and a fold): every tick of the
+    scenario cut to the hang (7 ticks rather than 13: each tick is a detect run and a fold): every tick of the
     real sensor runs its requests through the real detect job."""
     keep, out = tmp_path / "replay", tmp_path / "replay.json"
     # the caller's GOODPUT_HOME is another home whose data starts a day later (a CI worker's earlier test
@@ -184,7 +184,7 @@ def test_replay_under_the_real_sensor_sees_the_hang_after_data_latency_cadence_a
     result = json.loads(out.read_text())
     ticks = pd.DataFrame(result["ticks"])
     # data arrives every minute and the sensor ticks every minute, over the scenario and a minute's tail
-    assert [pd.Timestamp(t) for t in ticks["tick"]] == schedule_ticks(result["cron"], "UTC", T0, T0 + timedelta(minutes=10))
+    assert [pd.Timestamp(t) for t in ticks["tick"]] == schedule_ticks(result["cron"], "UTC", T0, T0 + timedelta(minutes=7))
     assert ticks["runs"].min() >= 1 and not any(ticks["failed"].map(len))
     assert result["schedule"] == "raw_zone_detect"
     (hang,) = result["faults"]
