@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 
 from orchestration import raw_watch, sql
 from orchestration.jobs import detect_job
@@ -57,7 +58,12 @@ def ingested_sizes(warehouse: WarehouseResource, keys: set[str]) -> dict[str, in
         return {}
     hours = [datetime.strptime(k, HOUR_KEY) for k in sorted(keys)]
     with warehouse.connect(read_only=True, wait_seconds=2) as con:
-        rows = sql.run(con, "service/ingested_sizes", {"hours": hours}).fetchall()
+        try:
+            rows = sql.run(con, "service/ingested_sizes", {"hours": hours}).fetchall()
+        except duckdb.CatalogException:
+            # the file exists without the ingest log: the first run was killed before its migration committed,
+            # so nothing was ingested (the next run migrates it); never an error that stops every later tick
+            return {}
     return {raw_watch.relative_key(file): size for file, size in rows}
 
 

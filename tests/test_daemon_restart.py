@@ -42,7 +42,7 @@ from simulator import load_scenario, simulate
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = REPO / "simulator" / "scenarios" / "small.yaml"
-BOUND_S = 3600.0
+BOUND_S = 1200.0
 """Only against a hang: every wait ends on observable state long before this."""
 pytestmark = pytest.mark.fault_injection   # a kill: `pytest -m fault_injection` runs it with the SIGKILL suite
 

@@ -63,6 +63,20 @@ def test_sensor_requests_changed_hours_only(small_home, resources, instance):
     assert tick(instance, resources, cursor2)[0] == []
 
 
+def test_a_warehouse_left_without_tables_by_a_killed_first_run_is_taken_as_empty(small_home, resources, instance):
+    """A first run killed after DuckDB created the file and before its migration committed leaves a file with no
+    tables: the sensor requests every hour (nothing was ingested) rather than failing at every tick, and the
+    run it requests migrates the file."""
+    import duckdb
+
+    duckdb.connect(str(small_home / "warehouse.duckdb")).close()
+    requests, cursor = tick(instance, resources)
+    assert [r.partition_key for r in requests] == [HOUR0, HOUR1]
+    ingest(small_home, HOUR0, instance)
+    assert steps(small_home)[0] > 0
+    assert tick(instance, resources, cursor)[0] == []
+
+
 def test_first_tick_takes_the_ingest_log_as_the_record(small_home, resources, instance):
     ingest(small_home, HOUR0, instance)
     requests, cursor = tick(instance, resources)
