@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 
 import duckdb
 import pytest
@@ -108,8 +109,10 @@ def _writer(args) -> int:
 
 def test_concurrent_writers_lose_and_duplicate_nothing(lake):
     settings = lake.model_dump()
-    with multiprocessing.get_context("spawn").Pool(WRITERS) as pool:
-        retries = pool.map(_writer, [(settings, part) for part in range(10, 10 + WRITERS)])
+    # concurrent.futures, not multiprocessing.Pool: a writer that raises or dies fails the test; Pool's
+    # terminate() on the way out of its `with` could wait forever on a worker it spawned meanwhile (seen in CI)
+    with ProcessPoolExecutor(WRITERS, mp_context=multiprocessing.get_context("spawn")) as pool:
+        retries = list(pool.map(_writer, [(settings, part) for part in range(10, 10 + WRITERS)]))
     print(f"\n{WRITERS} writers x {ROUNDS} rounds: conflict retries per writer {retries} (total {sum(retries)})")
     with lake.connect(read_only=True) as con:
         rows = con.execute("SELECT line, count(*), count(DISTINCT raw), min(reason), max(reason) FROM quarantine "
