@@ -4,6 +4,7 @@ instance. Helpers the test modules share live in tests/helpers.py."""
 import os
 import shutil
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -11,21 +12,14 @@ from orchestration.definitions import resources_for
 from simulator import load_scenario, simulate
 from tests.helpers import SMALL, built_once, memory_instance, run_with_stderr_on_a_terminal
 
-HOME_VARIABLES = ("GOODPUT_HOME", "DAGSTER_HOME")
-
 
 @pytest.fixture(autouse=True)
-def _homes_restored():
+def _environment_restored():
     """`goodput` commands called in process (`orchestration.cli.main`) point GOODPUT_HOME and DAGSTER_HOME
-    at their home (`use_home`): put both back after each test, so no later test, nor a subprocess it starts,
-    runs on an earlier test's home."""
-    saved = {name: os.environ.get(name) for name in HOME_VARIABLES}
-    yield
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+    at their home (`use_home`): the environment is put back after each test, so no later test, nor a
+    subprocess it starts, runs on an earlier test's home."""
+    with mock.patch.dict(os.environ):
+        yield
 
 
 @pytest.fixture(scope="session")
