@@ -14,6 +14,10 @@ when a file shrank, its bytes before the offset changed, or it was written again
 was read is gone or compressed, or when a file name needs the Python reader; offsets are then
 recorded from the sizes seen before that read, so a file that grew during it is read again from
 there, not skipped.
+
+Every write marks the baselines that read the written minutes dirty (`mark_changed`), in the same
+transaction as the rows (the whole-hour read: before it, as a mark that says too much is harmless),
+so a live run recomputes only those minutes (assets/baselines.py).
 """
 
 from __future__ import annotations
@@ -130,6 +134,13 @@ def offsets_frame(work: list[Work]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["file_key", "size_bytes", "consumed_bytes", "line_count", "tail_digest"])
 
 
+def mark_changed(con: duckdb.DuckDBPyConnection, table: str, first, last) -> None:
+    """The per-minute series read from `table` are dirty from `first`'s minute, and as far as their
+    trailing baselines read `last` (sql/baselines/mark_dirty.sql; a no-op for a table none reads)."""
+    if first is not None and not pd.isna(first):
+        sql.run(con, "baselines/mark_dirty", {"source": table, "first": first, "last": last})
+
+
 def _template(name: str, table: str, payload: bool) -> str:
     text = sql.sql_text(name)
     return text.replace("/*@table*/", table).replace("/*@payload*/", "raw::JSON AS payload," if payload else "")
@@ -160,6 +171,7 @@ def ingest_appended(con: duckdb.DuckDBPyConnection, source: RawSource, work: lis
             for stmt in sql.split_statements(_template(name, source.table, keep_raw)):
                 sql.execute_text(con, stmt, params)
         sql.run(con, "ingest_append/offsets_replace", {"source": source.folder, "start": start, "whole": False})
+        mark_changed(con, source.table, *con.execute("SELECT min(time), max(time) FROM parsed WHERE reason IS NULL").fetchone())
         loaded, quarantined = con.execute(
             "SELECT count(*) FILTER (WHERE reason IS NULL), count(*) FILTER (WHERE reason IS NOT NULL) FROM parsed").fetchone()
         reasons = con.execute("SELECT reason, count(*) AS n FROM parsed WHERE reason IS NOT NULL "
@@ -196,6 +208,8 @@ def ingest_hour(con: duckdb.DuckDBPyConnection, source: RawSource, files: list[P
         return ingest_appended(con, source, work, start, end)
     # Sizes before the read: a file that grows during it is read again from there next time.
     before = [Work(p, 0, 0, (s := p.stat()).st_size, s.st_mtime_ns) for p in files]
+    with transaction(con):   # the whole hour may change (rows deleted too): its baselines are dirty first
+        mark_changed(con, source.table, start, end)
     result = ingest_partition(con, source, files, start, end)
     plain = [w for w in before if not w.path.name.endswith(".zst") and not _GLOB.search(str(w.path))]
     offsets = offsets_frame(plain) if len(plain) == len(before) else offsets_frame([])

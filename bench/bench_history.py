@@ -12,12 +12,20 @@ maintenance's own functions with that day's end as "now" (retention, raw-zone ho
 Per hour it records wall and CPU seconds (this process's, DuckDB's threads included) of the detect
 run and of the fold; per day the warehouse and raw-zone sizes. It prints a table per day and the
 ratios of day 7 to day 1 (targets: detect CPU per partition <= 1.1, fold flat).
+
+Side by side: a shared machine's load moves CPU-seconds by tens of percent over the hours the walk
+takes, so the walk's day-1 and day-7 figures are measured under different loads. At the end of day 1
+the home is copied (warehouse, Dagster instance, that day's last raw hour); after the walk the last
+hour of day 1 (on that copy) and of day 7 (on the week-old home) are run again, alternately, each in
+a fresh process reading its hour whole (`GOODPUT_INGEST_WHOLE_HOUR=1`, the same work on both), then
+folded. Their ratio is the figure that holds under load (`--repeats`, default 3 each).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -62,7 +70,63 @@ def maintain(home: Path, now, settings) -> dict:
             "compacted": compacted}
 
 
-def walk(home: Path, scenario) -> tuple[list[dict], list[dict]]:
+def snapshot_day(home: Path, copy: Path, key: str) -> None:
+    """Copy `home` as it stands (warehouse, Dagster instance, settings) to `copy`, with only the raw
+    hour `key` of the raw zone: what re-running that hour later needs, as it was then."""
+    from orchestration.home import raw_root
+
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(home, copy, ignore=lambda d, names: ["raw"] if Path(d) == home else [])
+    day, hour = key.split("-")[:3], key.split("-")[3][:2]
+    for folder in raw_root(home).glob(f"*/{'-'.join(day)}/{hour}"):
+        shutil.copytree(folder, copy / folder.relative_to(home))
+
+
+def rerun(home: Path, key: str) -> dict:
+    """Run the hour `key` again on `home`, read whole, then fold (a fresh process: `--rerun`)."""
+    out = subprocess.run([sys.executable, __file__, "--rerun", str(home), "--partition", key], cwd=REPO, check=True,
+                         capture_output=True, text=True, env={**os.environ, "GOODPUT_INGEST_WHOLE_HOUR": "1"})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def rerun_here(home: Path, key: str) -> dict:
+    """In this process: the detect run of `key` and a fold, timed (imports and set-up excluded)."""
+    from orchestration.cli import use_home
+
+    use_home(str(home))
+    from orchestration.definitions import build_definitions
+    from orchestration.instance import open_instance
+
+    defs, instance = build_definitions(home), open_instance()
+    detect, fold = defs.resolve_job_def("detect"), defs.resolve_job_def("fold_incidents")
+    d_run, d_wall, d_cpu = timed(detect.execute_in_process, partition_key=key, instance=instance, run_config=QUIET,
+                                 raise_on_error=False)
+    f_run, f_wall, f_cpu = timed(fold.execute_in_process, instance=instance, run_config=QUIET, raise_on_error=False)
+    return {"detect_s": d_wall, "detect_cpu_s": d_cpu, "fold_s": f_wall, "fold_cpu_s": f_cpu,
+            "success": d_run.success and f_run.success}
+
+
+def side_by_side(first: tuple[Path, str], last: tuple[Path, str], repeats: int) -> pd.DataFrame:
+    """The two hours run again alternately, `repeats` times each (see the module's docstring)."""
+    rows = []
+    for r in range(repeats):
+        for label, (home, key) in (("day 1", first), ("last day", last)):
+            rows.append({"repeat": r + 1, "hour": label, "partition": key, **rerun(home, key)})
+            print(f"  side by side {label} {key}: {rows[-1]}", file=sys.stderr, flush=True)
+    return pd.DataFrame(rows)
+
+
+def side_report(rows: pd.DataFrame) -> str:
+    medians = rows.groupby("hour")[["detect_cpu_s", "detect_s", "fold_cpu_s", "fold_s"]].median()
+    ratio = medians.loc["last day"] / medians.loc["day 1"]
+    return ("Side by side (alternating fresh processes, the hour read whole, medians):\n\n"
+            + medians.round(2).to_markdown() + "\n\n"
+            + f"- detect CPU, last day / day 1: {ratio['detect_cpu_s']:.3f}\n"
+            + f"- fold CPU, last day / day 1: {ratio['fold_cpu_s']:.3f}\n"
+            + f"- every run succeeded: {bool(rows['success'].all())}")
+
+
+def walk(home: Path, scenario, day1_copy: Path | None = None) -> tuple[list[dict], list[dict]]:
     from orchestration.definitions import build_definitions
     from orchestration.home import raw_root, warehouse_path
     from orchestration.instance import open_instance
@@ -92,6 +156,8 @@ def walk(home: Path, scenario) -> tuple[list[dict], list[dict]]:
                          "raw_plain_mib": tree_bytes(raw_root(home), "*.jsonl") / 2**20,
                          "raw_zstd_mib": tree_bytes(raw_root(home), "*.zst") / 2**20})
             print(f"  end of day {day}: {days[-1]}", file=sys.stderr, flush=True)
+            if day == 1 and day1_copy is not None:
+                snapshot_day(home, day1_copy, key)
     return hours, days
 
 
@@ -115,7 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw-days", type=float, default=3.0,
                         help="retention.raw_days of the home (default 3, so the week shows raw rows bounded)")
     parser.add_argument("--out", help="also write the measurements as JSON here")
+    parser.add_argument("--repeats", type=int, default=3, help="side-by-side re-runs of each hour (0: none)")
+    parser.add_argument("--rerun", help=argparse.SUPPRESS)   # one side-by-side measurement, in its own process
+    parser.add_argument("--partition", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.rerun:
+        print(json.dumps(rerun_here(Path(args.rerun), args.partition)))
+        return 0
     from orchestration.cli import use_home
     from simulator import load_scenario
 
@@ -127,10 +199,18 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run([sys.executable, "-m", "orchestration.cli", "simulate", "--scenario", str(args.scenario),
                             "--out", str(home)], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
             print(f"simulated in {time.monotonic() - t0:.0f} s", file=sys.stderr)
-        (home / "service.yaml").write_text(yaml.safe_dump({"retention": {"raw_days": args.raw_days}}))
+        start = pd.Timestamp(scenario.start).tz_convert("UTC").strftime("%Y-%m-%d-%H:%M")
+        (home / "service.yaml").write_text(yaml.safe_dump({"retention": {"raw_days": args.raw_days},
+                                                           "partitions": {"start": start}}))
         use_home(str(home))
-        hours, days = walk(home, scenario)
+        day1 = home.parent / f"{home.name}-day1"
+        hours, days = walk(home, scenario, day1 if args.repeats else None)
         text = report(pd.DataFrame(hours), pd.DataFrame(days))
+        if args.repeats and day1.exists():
+            keys = [h["partition"] for h in hours]
+            side = side_by_side((day1, keys[23]), (home, keys[-1]), args.repeats)
+            text += "\n\n" + side_report(side)
+            hours += [{"side_by_side": True, **r} for r in side.to_dict("records")]
         print(f"# History: {scenario.name}, retention.raw_days {args.raw_days} "
               f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})\n\n{text}")
         if args.out:
@@ -139,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.home:
             shutil.rmtree(home, ignore_errors=True)
+            shutil.rmtree(home.parent / f"{home.name}-day1", ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,10 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
+VERSION_TAG = "goodput/data_version"
+"""The tag of a run the raw-zone sensor requested: the digest of its hour's files when it did (a
+live run, which recomputes only what changed: assets/baselines.py)."""
+
 
 def hour_dir(root: Path, source: str, hour: datetime) -> Path:
     return root / source / hour.strftime("%Y-%m-%d") / hour.strftime("%H")

@@ -29,14 +29,13 @@ import duckdb
 from orchestration import raw_watch, sql
 from orchestration.jobs import detect_job
 from orchestration.partitions import HOUR_KEY, hourly
-from orchestration.raw_zone import RawZoneResource
+from orchestration.raw_zone import VERSION_TAG, RawZoneResource
 from orchestration.service_config import load_service_settings
 from orchestration.warehouse import WarehouseBusy, WarehouseMissing, WarehouseResource
 
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
              dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 PARTITION_TAG = "dagster/partition"
-VERSION_TAG = "goodput/data_version"
 
 
 def utcnow() -> datetime:

@@ -1,7 +1,7 @@
 -- Replace one hour of gpu_minutes: per GPU and minute, its samples summarised (counters as max,
 -- throttle reasons OR-ed), and its own trailing $window_minutes clock and power baselines while a
 -- run held it.
-DELETE FROM gpu_minutes WHERE minute >= $start AND minute < $end;
+DELETE FROM gpu_minutes WHERE minute >= $from AND minute < $end;
 INSERT INTO gpu_minutes BY NAME
 WITH per_minute AS (
     SELECT host, gpu_index,
@@ -26,7 +26,7 @@ WITH per_minute AS (
            bool_or(row_remap_pending) AS row_remap_pending,
            bool_or(row_remap_failure) AS row_remap_failure
     FROM gpu_samples
-    WHERE time >= $start - to_minutes($window_minutes) AND time < $end
+    WHERE time >= $read_from AND time < $end
     GROUP BY ALL
 )
 SELECT *,
@@ -37,6 +37,6 @@ SELECT *,
 FROM per_minute
 WINDOW w AS (PARTITION BY host, gpu_index ORDER BY minute
              RANGE BETWEEN to_minutes($window_minutes) PRECEDING AND INTERVAL 1 MINUTE PRECEDING)
-QUALIFY minute >= $start
+QUALIFY minute >= $from
 ORDER BY host, gpu_index, minute;
 SELECT count(*) FROM gpu_minutes WHERE minute >= $start AND minute < $end;

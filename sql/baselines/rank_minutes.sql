@@ -1,6 +1,6 @@
 -- Replace one hour of rank_minutes: per run, rank and minute, the rank's figures, the same minute's
 -- median over the run's ranks (peer_*), and the rank's own trailing $window_minutes baseline.
-DELETE FROM rank_minutes WHERE minute >= $start AND minute < $end;
+DELETE FROM rank_minutes WHERE minute >= $from AND minute < $end;
 INSERT INTO rank_minutes BY NAME
 WITH per_minute AS (
     SELECT run_id, rank,
@@ -23,7 +23,7 @@ WITH per_minute AS (
            max(alloc_retries_total) AS alloc_retries_total,
            max(ooms_total) AS ooms_total
     FROM training_steps
-    WHERE time >= $start - to_minutes($window_minutes) AND time < $end
+    WHERE time >= $read_from AND time < $end
     GROUP BY ALL
 ), with_peers AS (
     SELECT *,
@@ -43,6 +43,6 @@ SELECT *,
 FROM with_peers
 WINDOW w AS (PARTITION BY run_id, rank ORDER BY minute
              RANGE BETWEEN to_minutes($window_minutes) PRECEDING AND INTERVAL 1 MINUTE PRECEDING)
-QUALIFY minute >= $start
+QUALIFY minute >= $from
 ORDER BY run_id, rank, minute;
 SELECT count(*) FROM rank_minutes WHERE minute >= $start AND minute < $end;

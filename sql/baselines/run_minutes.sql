@@ -1,12 +1,12 @@
 -- Replace one hour of run_minutes: per run and minute, the ranks' figures, and the trailing
 -- $window_minutes robust baseline (median, MAD; the current minute excluded). The lookback is read
 -- from training_steps, so each partition is computed on its own, in any order.
-DELETE FROM run_minutes WHERE minute >= $start AND minute < $end;
+DELETE FROM run_minutes WHERE minute >= $from AND minute < $end;
 INSERT INTO run_minutes BY NAME
 WITH paces AS (   -- a synchronous step ends when its slowest rank does: the job's pace per step
     SELECT run_id, time_bucket(INTERVAL 1 MINUTE, max(time)) AS minute, max(step_seconds) AS pace
     FROM training_steps
-    WHERE time >= $start - to_minutes($window_minutes) AND time < $end AND step_seconds IS NOT NULL
+    WHERE time >= $read_from AND time < $end AND step_seconds IS NOT NULL
     GROUP BY run_id, step
 ), pace_minutes AS (
     SELECT run_id, minute, median(pace) AS pace_seconds FROM paces GROUP BY ALL
@@ -41,7 +41,7 @@ WITH paces AS (   -- a synchronous step ends when its slowest rank does: the job
            max(alloc_retries_total) AS alloc_retries_total,
            max(ooms_total) AS ooms_total
     FROM training_steps
-    WHERE time >= $start - to_minutes($window_minutes) AND time < $end
+    WHERE time >= $read_from AND time < $end
     GROUP BY ALL
 ), with_pace AS (
     SELECT m.*, p.pace_seconds FROM per_minute m LEFT JOIN pace_minutes p USING (run_id, minute)
@@ -64,6 +64,6 @@ SELECT *,
 FROM with_pace
 WINDOW w AS (PARTITION BY run_id ORDER BY minute
              RANGE BETWEEN to_minutes($window_minutes) PRECEDING AND INTERVAL 1 MINUTE PRECEDING)
-QUALIFY minute >= $start
+QUALIFY minute >= $from
 ORDER BY run_id, minute;
 SELECT count(*) FROM run_minutes WHERE minute >= $start AND minute < $end;

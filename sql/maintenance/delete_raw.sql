@@ -8,3 +8,4 @@ DELETE FROM predictions WHERE time < $raw_before;
 DELETE FROM prediction_outcomes WHERE time < $raw_before;
 DELETE FROM quarantine WHERE partition_start < $raw_before;
 DELETE FROM ingest_offsets WHERE partition_start < $raw_before;
+DELETE FROM baseline_dirty WHERE partition_start < $raw_before;

@@ -1,0 +1,9 @@
+-- Ingest wrote rows of `$source` with times in [$first, $last] (or replaced an hour whole): every
+-- partition whose series read them is dirty from the first minute they reach. A minute's figures
+-- read its own rows; its trailing baseline reads the `window_minutes` before it, so a write reaches
+-- the partitions from $first's minute to $last + window_minutes. Runs inside the ingest's transaction.
+UPDATE baseline_dirty
+SET dirty_from = least(dirty_from, greatest(date_trunc('minute', $first::TIMESTAMP), partition_start))
+WHERE source = $source
+  AND partition_start + INTERVAL 1 HOUR > $first::TIMESTAMP
+  AND partition_start <= $last::TIMESTAMP + to_minutes(window_minutes);
