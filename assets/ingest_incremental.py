@@ -75,6 +75,8 @@ class Work:
     lines: int
     size: int
     modified_ns: int
+    partial: bool = False
+    """The last read stored a last line without its newline: it is read again, and what it stored forgotten."""
 
 
 def plan(con: duckdb.DuckDBPyConnection, source: RawSource, files: list[Path], start: datetime) -> list[Work] | None:
@@ -103,7 +105,8 @@ def plan(con: duckdb.DuckDBPyConnection, source: RawSource, files: list[Path], s
                 and stat.st_mtime_ns != int(row.logged_modified_ns):
             return None   # written again at the same size: not an append
         if stat.st_size != int(row.size_bytes):
-            work.append(Work(path, offset, int(row.line_count), stat.st_size, stat.st_mtime_ns))
+            work.append(Work(path, offset, int(row.line_count), stat.st_size, stat.st_mtime_ns,
+                             partial=int(row.size_bytes) > offset))
     if set(known) - seen:
         return None   # a file that was read is gone (or renamed): the hour is read whole
     return work
@@ -166,8 +169,12 @@ def ingest_appended(con: duckdb.DuckDBPyConnection, source: RawSource, work: lis
                             "size_bytes": pd.Series([w.size for w in work], dtype="int64"),
                             "modified_ns": pd.Series([w.modified_ns for w in work], dtype="int64")})
     offsets = offsets_frame(work)
+    # Forgetting and recounting scan the hour's rows: only when a file's last read ended inside a line
+    # (rare: a writer caught mid-line); otherwise the new lines are added and the log's counts grow.
+    steps = (("ingest_append/forget_lines", "ingest_append/insert_rows", "ingest_append/file_log")
+             if any(w.partial for w in work) else ("ingest_append/insert_rows", "ingest_append/file_log_added"))
     with transaction(con, appended=appended, touched=touched, offsets=offsets):
-        for name in ("ingest_append/forget_lines", "ingest_append/insert_rows", "ingest_append/file_log"):
+        for name in steps:
             for stmt in sql.split_statements(_template(name, source.table, keep_raw)):
                 sql.execute_text(con, stmt, params)
         sql.run(con, "ingest_append/offsets_replace", {"source": source.folder, "start": start, "whole": False})
@@ -178,7 +185,8 @@ def ingest_appended(con: duckdb.DuckDBPyConnection, source: RawSource, work: lis
                               "GROUP BY reason ORDER BY n DESC, reason LIMIT 10").fetchall()
     con.execute("DROP TABLE IF EXISTS parsed")
     return {"files": len(work), "rows_loaded": loaded, "rows_quarantined": quarantined, "reasons": reasons,
-            "parse": "appended", "bytes_read": int(sum(w.size - w.offset for w in work))}
+            "parse": "appended", "bytes_read": int(sum(w.size - w.offset for w in work)),
+            "forgot": any(w.partial for w in work)}
 
 
 def still_there(files: list[Path]) -> list[Path]:

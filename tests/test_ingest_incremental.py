@@ -71,9 +71,12 @@ def test_incremental_ingest_equals_whole_hour_after_random_appends(staged, tmp_p
         newline = data.find(b"\n")
         if 2 < newline:
             points = sorted(set(points) | {newline // 2})   # a line split across two ticks
-        cuts[rel] = [0, *points, len(data)]
+        # and the first two ticks end on line ends: the next one reads on from a newline, forgetting nothing
+        ends = [i + 1 for i in range(len(data) - 1) if data[i] == 10][:2]
+        cuts[rel] = sorted({0, *ends, *points, len(data)})
     incremental = WarehouseResource(path=str(tmp_path / "incremental.duckdb"))
     ticks = max(len(c) for c in cuts.values()) - 1
+    forgot = set()   # whether a tick read a line again (the last read ended inside it) or only new lines
     for tick in range(ticks):
         for rel, points in cuts.items():
             if tick + 1 < len(points):
@@ -84,6 +87,8 @@ def test_incremental_ingest_equals_whole_hour_after_random_appends(staged, tmp_p
         results = ingest_all(incremental, raw, incremental=True)
         if tick:
             assert {r["parse"] for r in results} <= {"appended", "nothing new"}, results
+            forgot |= {r["forgot"] for r in results if r["parse"] == "appended"}
+    assert forgot == {True, False}
     whole = WarehouseResource(path=str(tmp_path / "whole.duckdb"))
     ingest_all(whole, raw, incremental=False)
     expected = snapshot(whole)
