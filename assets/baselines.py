@@ -40,6 +40,16 @@ def changed_from(con: duckdb.DuckDBPyConnection, source: str, start: datetime, w
     return None if pd.isna(dirty) else max(pd.Timestamp(dirty).to_pydatetime(), start)
 
 
+def series_params(start: datetime, end: datetime, window_minutes: int, first: datetime | None = None) -> dict:
+    """The parameters of sql/baselines/{run,rank,gpu}_minutes.sql: the hour [start, end) from `first`
+    (default: all of it). The rows are read from the lookback of the first minute computed: the
+    partition's when all of it is; else one minute more, so that window's first minute has every
+    row it had when it was computed."""
+    first = start if first is None else first
+    read_from = start - timedelta(minutes=window_minutes) if first == start else first - timedelta(minutes=window_minutes + 1)
+    return {"start": start, "end": end, "from": first, "read_from": read_from, "window_minutes": window_minutes}
+
+
 def replace_series(con: duckdb.DuckDBPyConnection, source: str, names: tuple[str, ...], start: datetime, end: datetime,
                    window_minutes: int, live: bool) -> dict:
     """Replace the partition's series `names` (sql/baselines/<name>.sql), read from `source`, in one
@@ -49,11 +59,7 @@ def replace_series(con: duckdb.DuckDBPyConnection, source: str, names: tuple[str
         first = changed_from(con, source, start, window_minutes) if live else start
         if first is None:   # nothing it reads changed: the stored rows stand
             return {"recomputed_from": "nothing changed"}
-        # The rows of `first`'s trailing window: from the partition's lookback when all of it is
-        # computed; else one minute more, so the window's first minute has every row it had then.
-        read_from = start - timedelta(minutes=window_minutes) if first == start \
-            else first - timedelta(minutes=window_minutes + 1)
-        params = {"start": start, "end": end, "from": first, "read_from": read_from, "window_minutes": window_minutes}
+        params = series_params(start, end, window_minutes, first)
         rows = {name: sql.run(con, f"baselines/{name}", params).fetchone()[0] for name in names}
         sql.run(con, "baselines/mark_clean", {"source": source, "start": start, "window_minutes": window_minutes})
     return {**rows, "recomputed_from": str(first)}

@@ -20,6 +20,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import checks.signals  # noqa: E402,F401
+from assets.baselines import series_params
 from checks.asset_checks import evaluate  # noqa: E402
 from checks.registry import REGISTRY  # noqa: E402
 from orchestration import sql  # noqa: E402
@@ -46,8 +47,7 @@ def main() -> int:
         for name in ("run_minutes", "rank_minutes", "gpu_minutes"):
             t0 = time.perf_counter()
             with transaction(con):
-                written = sql.run(con, f"baselines/{name}", {"start": start, "end": end,
-                                                             "window_minutes": args.window_minutes}).fetchone()[0]
+                written = sql.run(con, f"baselines/{name}", series_params(start, end, args.window_minutes)).fetchone()[0]
             rows.append({"stage": f"baseline {name}", "seconds": time.perf_counter() - t0, "rows/findings": written})
         for family in sorted({s.family for s in REGISTRY}):
             signals = [s for s in REGISTRY if s.family == family]

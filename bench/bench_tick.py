@@ -24,6 +24,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import checks.signals  # noqa: E402,F401
+from assets.baselines import series_params
 from assets.ingest import SOURCES, ingest_partition  # noqa: E402
 from checks.asset_checks import evaluate  # noqa: E402
 from checks.registry import REGISTRY  # noqa: E402
@@ -122,7 +123,7 @@ def _run(args, scenario, home: Path, rows: list, ticker: Ticker) -> dict:
                              lambda s=source, f=files: ingest_partition(con, s, f, start, end, fast=False))
                 assert full["parse"] == "full"
                 rows[-1]["ratio"] = round(min(refs) / rows[-1]["seconds"], 2)
-        params = {"start": start.to_pydatetime(), "end": end.to_pydatetime(), "window_minutes": 30}
+        params = series_params(start.to_pydatetime(), end.to_pydatetime(), 30)
         for name in ("run_minutes", "rank_minutes", "gpu_minutes"):
             ticker.update(f"baseline {name}")
             ticker.step()

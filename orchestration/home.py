@@ -53,6 +53,14 @@ freshness:
   enabled: false
 telemetry:
   enabled: false
+# Dagster's SQLite event log, with each database file's connection kept open instead of opened and
+# closed for every event (orchestration/event_log.py); the files and what they hold are Dagster's.
+# (Every goodput command writes this file again for the home it runs on: a moved home follows.)
+event_log_storage:
+  module: orchestration.event_log
+  class: PooledSqliteEventLogStorage
+  config:
+    base_dir: "@EVENT_LOG_DIR@"
 # issue 15: the daemon's tick history stays bounded (a sensor ticks every 30 s: ~2,900 ticks a day).
 retention:
   schedule:
@@ -91,10 +99,12 @@ LAKE_POOL_LIMIT = 64
 
 
 def instance_yaml(home: Path) -> str:
-    """The home's dagster.yaml: the pool limit of 1 belongs to the file backend only."""
+    """The home's dagster.yaml: the pool limit of 1 belongs to the file backend only; the event log
+    where Dagster's default storage keeps it."""
+    text = DAGSTER_YAML.replace("@EVENT_LOG_DIR@", str(dagster_home(home.resolve()) / "history" / "runs"))
     if load_service_settings(home).warehouse.backend == "ducklake":
-        return DAGSTER_YAML.replace("    default_limit: 1\n", f"    default_limit: {LAKE_POOL_LIMIT}\n", 1)
-    return DAGSTER_YAML
+        return text.replace("    default_limit: 1\n", f"    default_limit: {LAKE_POOL_LIMIT}\n", 1)
+    return text
 
 
 def ensure_instance(home: Path) -> Path:

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 import checks.signals  # noqa: F401  (registers the signals)
+from assets.baselines import series_params
 from checks.registry import REGISTRY
 from orchestration import sql
 from orchestration.scoring import EXPECTED_QUIET, match, score
@@ -53,7 +54,7 @@ def _ended(status: str | None, memory_at_end: float) -> pd.DataFrame:
     thresholds = dict(REGISTRY.get("run_crashed").thresholds)
     with warehouse_of(training_steps=steps, gpu_samples=samples, lineage_events=lineage) as con:
         window = {"start": T0, "end": T0 + pd.Timedelta(hours=1), "window_minutes": 30}
-        sql.run(con, "baselines/rank_minutes", window)
+        sql.run(con, "baselines/rank_minutes", series_params(**window))
         frame = sql.frame(con, "detect/run_crashed", {"start": T0, "end": T0 + pd.Timedelta(hours=1), **thresholds})
     return REGISTRY.get("run_crashed").detector(frame, thresholds)
 

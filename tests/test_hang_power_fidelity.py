@@ -14,6 +14,7 @@ from statistics import median
 import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
+from assets.baselines import series_params
 from checks.registry import REGISTRY
 from orchestration import sql
 from tests.detector_frames import warehouse_of
@@ -58,7 +59,7 @@ def test_a_simulated_hang_in_progress_when_watching_starts_is_found(small_raw_zo
     hour = pd.Timestamp("2026-11-30 01:00")
     with warehouse_of(gpu_samples=rows) as con:
         for start in (hour - pd.Timedelta("1h"), hour):     # the GPU baselines, as the baselines asset builds them
-            sql.run(con, "baselines/gpu_minutes", {"start": start, "end": start + pd.Timedelta("1h"), "window_minutes": 30})
+            sql.run(con, "baselines/gpu_minutes", series_params(start, start + pd.Timedelta("1h"), 30))
         frame = sql.frame(con, signal.query, {"start": hour, "end": hour + pd.Timedelta("1h"), **signal.thresholds})
     found = signal.detector(frame, dict(signal.thresholds)).to_dict("records")
     assert [f["run_id"] for f in found] == ["llm-small"]

@@ -6,6 +6,7 @@ import html
 
 import pandas as pd
 
+from assets.baselines import series_params
 from checks import judgement
 from checks.asset_checks import check_result, evaluate
 from checks.registry import REGISTRY
@@ -56,7 +57,7 @@ def test_the_check_stores_and_shows_what_it_could_not_judge_and_the_cli_says_so(
         con.register("rows", pd.concat([watched, late], ignore_index=True))
         con.execute("INSERT INTO gpu_samples BY NAME SELECT * FROM rows")
         for hour in (T0 - pd.Timedelta("1h"), T0):     # the GPU baselines, as the baselines asset builds them
-            sql.run(con, "baselines/gpu_minutes", {"start": hour, "end": hour + pd.Timedelta("1h"), "window_minutes": 30})
+            sql.run(con, "baselines/gpu_minutes", series_params(hour, hour + pd.Timedelta("1h"), 30))
         frame, found = evaluate(con, THERMAL, T0.to_pydatetime(), (T0 + pd.Timedelta("1h")).to_pydatetime())
         stored = con.execute("SELECT entity_id, judged, reason FROM judgements ORDER BY entity_id").fetchall()
         unjudged = con.execute("SELECT entity_id FROM unjudged_entities").fetchall()

@@ -8,6 +8,7 @@ import json
 
 import pandas as pd
 
+from assets.baselines import series_params
 from checks.asset_checks import evaluate_judged
 from checks.judgement_absent import NO_SAMPLES
 from checks.registry import REGISTRY
@@ -50,7 +51,7 @@ def test_a_gpu_silent_for_the_hour_is_listed_not_judged_and_a_decommissioned_one
     ])
     with warehouse_of(gpu_samples=rows, lineage_events=lineage) as con:
         for start in (before - pd.Timedelta("1h"), before, hour):
-            sql.run(con, "baselines/gpu_minutes", {"start": start, "end": start + pd.Timedelta("1h"), "window_minutes": 30})
+            sql.run(con, "baselines/gpu_minutes", series_params(start, start + pd.Timedelta("1h"), 30))
         for start in (before, hour):
             evaluate_judged(con, THERMAL, start.to_pydatetime(), (start + pd.Timedelta("1h")).to_pydatetime())
         now, earlier = _judgements(con, hour), _judgements(con, before)
@@ -70,7 +71,7 @@ def test_a_gpu_with_samples_for_part_of_the_hour_keeps_its_minutes():
                       _samples(0, T0 + pd.Timedelta("30min"), T0 + pd.Timedelta("1h"))], ignore_index=True)
     with warehouse_of(gpu_samples=rows) as con:
         for start in (T0 - pd.Timedelta("2h"), T0 - pd.Timedelta("1h"), T0):
-            sql.run(con, "baselines/gpu_minutes", {"start": start, "end": start + pd.Timedelta("1h"), "window_minutes": 30})
+            sql.run(con, "baselines/gpu_minutes", series_params(start, start + pd.Timedelta("1h"), 30))
         evaluate_judged(con, THERMAL, T0.to_pydatetime(), (T0 + pd.Timedelta("1h")).to_pydatetime())
         now = _judgements(con, T0)
     assert list(now.index) == ["n:0"] and now.loc["n:0", "minutes"] == 45 and now.loc["n:0", "judged"]

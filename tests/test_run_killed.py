@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 import checks.signals  # noqa: F401  (registers the signals)
+from assets.baselines import series_params
 from checks.registry import REGISTRY
 from orchestration import sql
 from tests.detector_frames import warehouse_of
@@ -63,7 +64,7 @@ def _job(after: dict[int, str], resume_at: float | None = None, final_checkpoint
     with warehouse_of(training_steps=steps, gpu_samples=pd.DataFrame(rows), lineage_events=lineage) as con:
         window = {"start": T0, "end": T0 + pd.Timedelta(hours=1), "window_minutes": 30}
         for name in ("rank_minutes", "gpu_minutes"):
-            sql.run(con, f"baselines/{name}", window)
+            sql.run(con, f"baselines/{name}", series_params(**window))
         frame = sql.frame(con, SIGNAL.query, {"start": T0, "end": T0 + pd.Timedelta(hours=1), **thresholds})
     return SIGNAL.detector(frame, thresholds)
 
