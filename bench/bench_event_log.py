@@ -33,7 +33,7 @@ if sys.argv[2] == "plain":
     y = home / "dagster" / "dagster.yaml"
     text = y.read_text()
     head, tail = text.split("# Dagster's SQLite event log", 1)
-    y.write_text(head + tail.split("  config: {}\\n", 1)[1])
+    y.write_text(head + tail.split("base_dir:", 1)[1].split("\\n", 1)[1])
 from orchestration.definitions import build_definitions
 from orchestration.instance import open_instance
 from orchestration.partitions import hour_keys
