@@ -16,6 +16,9 @@ and analyst views run as on the file backend, with these differences, all handle
   find a commit conflict; orchestration/warehouse_retry.py retries it (docs/deploy.md).
 - Small files accumulate (every write adds some): `maintain` merges adjacent files and expires
   snapshots older than the retention, once a day (assets/maintenance.py's lake step).
+- The data path may be an S3 bucket (`s3://bucket/prefix/`: AWS S3 or any S3-compatible store): the
+  `httpfs` extension is loaded from its wheel too, with a DuckDB secret made from the standard AWS
+  environment variables (`object_store_secret`; never from the settings file).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ LAKE = "lake"
 """The name the lake is attached as (and made the default catalog: `USE lake`)."""
 
 EXTENSIONS = ("postgres", "ducklake")
+OBJECT_STORE = "httpfs"
+"""The extension a data path in an object store (`s3://`) needs, loaded from its wheel like the others."""
 
 
 class LakeUnavailable(RuntimeError):
@@ -60,11 +65,37 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def object_store_secret(data_path: str, environ: dict | None = None) -> str | None:
+    """The `CREATE SECRET` for a data path in S3 (None for a file path), from the variables every AWS
+    client reads: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or
+    AWS_DEFAULT_REGION) and AWS_ENDPOINT_URL for an S3-compatible store (MinIO, Ceph, R2...: reached at
+    that host with path-style URLs, over TLS only when it says https). Without keys: anonymous."""
+    if not data_path.startswith("s3://"):
+        return None
+    env = os.environ if environ is None else environ
+    options = {"TYPE": "s3"}
+    for key, variable in (("KEY_ID", "AWS_ACCESS_KEY_ID"), ("SECRET", "AWS_SECRET_ACCESS_KEY"),
+                          ("SESSION_TOKEN", "AWS_SESSION_TOKEN")):
+        if env.get(variable):
+            options[key] = _literal(env[variable])
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if region:
+        options["REGION"] = _literal(region)
+    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        scheme, _, host = endpoint.rstrip("/").rpartition("://")
+        options.update(ENDPOINT=_literal(host), URL_STYLE="'path'", USE_SSL="false" if scheme == "http" else "true")
+    return f"CREATE OR REPLACE SECRET goodput_lake ({', '.join(f'{k} {v}' for k, v in options.items())})"
+
+
 def attach(con: duckdb.DuckDBPyConnection, catalog: str, data_path: str, read_only: bool = False) -> None:
     """Load the extensions from their wheels, attach the lake as `lake` and make it the default."""
-    for name in EXTENSIONS:
+    secret = object_store_secret(data_path)
+    for name in EXTENSIONS + ((OBJECT_STORE,) if secret else ()):
         con.execute(f"INSTALL {_literal(extension_file(name))}")   # a local file: no download
         con.execute(f"LOAD {name}")
+    if secret:
+        con.execute(secret)
     options = [f"DATA_PATH {_literal(data_path)}"] + (["READ_ONLY"] if read_only else [])
     try:
         con.execute(f"ATTACH {_literal('ducklake:postgres:' + catalog)} AS {LAKE} ({', '.join(options)})")
