@@ -62,16 +62,16 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
             with self._engine(shard).connect() as conn, conn.begin():
                 yield conn
 
-    def wipe(self) -> None:
+    def _close_all(self) -> None:
         with self._db_lock:
             for engine in self._engines.values():
                 engine.dispose()
             self._engines.clear()
+
+    def wipe(self) -> None:
+        self._close_all()
         super().wipe()
 
     def dispose(self) -> None:
-        with self._db_lock:
-            for engine in self._engines.values():
-                engine.dispose()
-            self._engines.clear()
+        self._close_all()
         super().dispose()
