@@ -19,6 +19,7 @@ from orchestration.peak_flops import as_params, peak_table
 from orchestration.warehouse import POOL, WarehouseResource, transaction
 
 STAGES = ("badput/scope", "badput/windows", "badput/write")
+"""After sql/badput/extent.sql, whose `read_from` they take as a parameter."""
 
 
 class BadputConfig(dg.Config):
@@ -55,6 +56,7 @@ def badput(context: dg.AssetExecutionContext, config: BadputConfig, warehouse: W
     peaks = peak_table(Path(warehouse.path).resolve().parent)
     params = {**window_params(context.partition_time_window), **config.model_dump(), **as_params(peaks)}
     with warehouse.connect() as con, transaction(con):
+        params["read_from"] = sql.run(con, "badput/extent", params).fetchone()[0]
         for stage in STAGES:
             result = sql.run(con, stage, params)
         rows = result.fetchone()[0]

@@ -1,51 +1,13 @@
--- Badput, part 1 of 3: what one hourly partition reads. Temp tables, connection-local:
---   bp_attempts  every (re)start of every run (run_started events)
---   bp_rewrite   runs whose restart completed its first step in [$start, $end): the minutes since the
---                first step it recomputes are rewritten too (they turn into wasted progress)
---   bp_scope     how far back this partition writes (read_from)
+-- Badput, part 2 of 4: what one hourly partition reads, from $read_from (sql/badput/extent.sql) on.
+-- Temp tables, connection-local:
+--   bp_rank_gpus the GPUs each run's step records name
 --   bp_slots     the GPU samples held by runs in the write window, one row per run, time and interval
 --                (the GPUs of one host are sampled together), split into the run's rank GPUs and spares
 --   bp_steps     one row per run, attempt and step (over ranks), with the run's trailing baseline
-CREATE OR REPLACE TEMP TABLE bp_attempts AS
-SELECT run_id,
-       time AS started_at,
-       CAST(row_number() OVER w - 1 AS INTEGER) AS attempt,
-       lead(time) OVER w AS next_started_at,
-       coalesce(payload ->> 'precision', $default_precision) AS precision
-FROM lineage_events
-WHERE event = 'run_started' AND run_id IS NOT NULL
-WINDOW w AS (PARTITION BY run_id ORDER BY time, source_file, source_line);
-
-CREATE OR REPLACE TEMP TABLE bp_rewrite AS
-WITH firsts AS (
-    SELECT a.run_id, a.attempt,
-           (SELECT arg_min(t.step, t.time) FROM training_steps t
-             WHERE t.run_id = a.run_id AND t.time >= a.started_at
-               AND t.time < coalesce(a.next_started_at, $end + INTERVAL 10 MINUTE)) AS first_step,
-           (SELECT min(t.time) FROM training_steps t
-             WHERE t.run_id = a.run_id AND t.time >= a.started_at
-               AND t.time < coalesce(a.next_started_at, $end + INTERVAL 10 MINUTE)) AS first_time
-    FROM bp_attempts a
-    WHERE a.attempt > 0 AND a.started_at < $end AND a.started_at >= $start - INTERVAL 1 DAY
-)
-SELECT f.run_id,
-       time_bucket(INTERVAL 1 MINUTE, min(t.time - to_microseconds(CAST(coalesce(t.step_seconds, 0) * 1e6 AS BIGINT)))) AS write_from
-FROM firsts f
-JOIN training_steps t ON t.run_id = f.run_id AND t.step >= f.first_step AND t.time < f.first_time
-                     AND t.time >= f.first_time - INTERVAL 1 DAY
-WHERE f.first_time >= $start AND f.first_time < $end
-GROUP BY f.run_id
-HAVING min(t.time) < $start;
-
-CREATE OR REPLACE TEMP TABLE bp_scope AS
--- and every partition rewrites the previous hour's last two minutes: a step (or a sample interval) that
--- straddles the hour is only whole once the next hour is ingested
-SELECT least($start - INTERVAL 2 MINUTE, coalesce((SELECT min(write_from) FROM bp_rewrite), $start)) AS read_from;
-
 CREATE OR REPLACE TEMP TABLE bp_rank_gpus AS
 SELECT DISTINCT run_id, host, gpu_index
 FROM training_steps
-WHERE time >= (SELECT read_from FROM bp_scope) - to_minutes($baseline_minutes) AND time < $end + INTERVAL 10 MINUTE
+WHERE time >= $read_from - to_minutes($baseline_minutes) AND time < $end + INTERVAL 10 MINUTE
   AND host IS NOT NULL AND gpu_index IS NOT NULL;
 
 CREATE OR REPLACE TEMP TABLE bp_slots AS
@@ -53,7 +15,7 @@ WITH s AS (
     SELECT time, host, gpu_index, gpu_name, run_id, utilization_ratio,
            epoch(lead(time) OVER (PARTITION BY host, gpu_index ORDER BY time) - time) AS gap_seconds
     FROM gpu_samples
-    WHERE time >= (SELECT read_from FROM bp_scope) AND time < $end
+    WHERE time >= $read_from AND time < $end
 ),
 held AS (
     SELECT s.*, median(gap_seconds) OVER (PARTITION BY host, gpu_index) AS sample_seconds,
@@ -78,7 +40,7 @@ WITH records AS (
     SELECT t.*, coalesce(a.attempt, 0) AS attempt
     FROM training_steps t
     ASOF LEFT JOIN bp_attempts a ON t.run_id = a.run_id AND t.time >= a.started_at
-    WHERE t.time >= (SELECT read_from FROM bp_scope) - to_minutes($baseline_minutes)
+    WHERE t.time >= $read_from - to_minutes($baseline_minutes)
       AND t.time < $end + INTERVAL 10 MINUTE
       AND t.run_id IN (SELECT DISTINCT run_id FROM bp_slots)
 ),

@@ -1,4 +1,4 @@
--- Badput, part 2 of 3: the run's timeline as windows, each with the categories its time goes to
+-- Badput, part 3 of 4: the run's timeline as windows, each with the categories its time goes to
 -- (category, weight; the weights of one window sum to 1), then the gaps between them.
 --   step            productive, less the data stall, slow-step and hang shares of the step (or all of it
 --                   wasted progress, if a later restart computed the step again)
@@ -50,7 +50,7 @@ evals AS (
     FROM lineage_events
     WHERE event = 'evaluation' AND TRY_CAST(payload ->> 'eval_seconds' AS DOUBLE) > 0
       AND run_id IN (SELECT DISTINCT run_id FROM bp_slots)
-      AND time >= (SELECT read_from FROM bp_scope) - to_minutes($baseline_minutes) AND time < $end + INTERVAL 10 MINUTE
+      AND time >= $read_from - to_minutes($baseline_minutes) AND time < $end + INTERVAL 10 MINUTE
 ),
 saves AS (
     SELECT e.run_id, e.time AS saved_at,
@@ -59,7 +59,7 @@ saves AS (
            (SELECT min(s.step_start) FROM bp_steps s WHERE s.run_id = e.run_id AND s.step_end > e.time) AS next_start
     FROM lineage_events e
     WHERE e.event = 'checkpoint_saved' AND e.run_id IN (SELECT DISTINCT run_id FROM bp_slots)
-      AND e.time >= (SELECT read_from FROM bp_scope) - to_minutes($baseline_minutes) AND e.time < $end + INTERVAL 10 MINUTE
+      AND e.time >= $read_from - to_minutes($baseline_minutes) AND e.time < $end + INTERVAL 10 MINUTE
 ),
 save_windows AS (
     -- an asynchronous save that overlaps the next steps only stood the run still until they began

@@ -1,4 +1,4 @@
--- Badput, part 3 of 3: each held sample's seconds split by how much of its interval each window
+-- Badput, part 4 of 4: each held sample's seconds split by how much of its interval each window
 -- covers, summed per run and minute, and written in place of the window's minutes. Spare GPUs (held
 -- by the run, used by no rank) are idle. productive is what is left, so the categories sum to the
 -- allocated GPU-seconds exactly.
