@@ -10,12 +10,7 @@ sweep per run, GPU and host, for the incremental fold (tests/test_fold_increment
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pandas as pd
-
-if TYPE_CHECKING:
-    from scipy.cluster.hierarchy import DisjointSet
 
 # One GPU's faults this close belong to one hardware event (ECC errors precede an XID 79/48 by tens
 # of minutes); wider than the resolve gap, which only bridges a detector's own flicker.
@@ -26,7 +21,7 @@ def correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | None]:
     """A correlation id per incident: incidents overlapping in time on the same run, GPU or host
     (a host only for host-level evidence without GPUs) share one, named after the earliest.
     Pairwise, O(n^2): the definition `fast_correlate` is tested against."""
-    groups = _groups(len(incidents))
+    groups = _Groups(len(incidents))
     rows = incidents.to_dict("records")
     gpu_gap = max(gap, GPU_WINDOW)
     for i, a in enumerate(rows):
@@ -47,7 +42,7 @@ def fast_correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | Non
     """`correlate`'s ids in O(n log n): within one run, GPU or host, incidents whose
     [onset, last_seen + gap] overlap form runs of a sweep over onset; a host links only pairs where
     one side has no GPUs, so a GPU-holding incident joins every GPU-less stretch it overlaps."""
-    groups = _groups(len(incidents))
+    groups = _Groups(len(incidents))
     union = groups.merge
 
     onset = list(incidents["onset"])
@@ -88,15 +83,28 @@ def fast_correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | Non
     return _named(incidents, groups)
 
 
-def _groups(n: int) -> DisjointSet:
-    """A union-find over n incidents."""
-    # scipy.cluster pulls in scipy.spatial (~0.4 s): imported when a fold correlates, not with the code location
-    from scipy.cluster.hierarchy import DisjointSet
+class _Groups:
+    """A union-find over n incidents (`merge(i, j)`, `groups[i]`: its root), with path halving. Not
+    scipy's DisjointSet: importing scipy.cluster costs ~0.4 CPU-s, paid by every fold run's process
+    (the daemon starts one per run), more than the fold's own work on a week of incidents."""
 
-    return DisjointSet(range(n))
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+
+    def __getitem__(self, i: int) -> int:
+        parent = self.parent
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def merge(self, i: int, j: int) -> None:
+        a, b = self[i], self[j]
+        if a != b:
+            self.parent[max(a, b)] = min(a, b)
 
 
-def _named(incidents: pd.DataFrame, groups: DisjointSet) -> list[str | None]:
+def _named(incidents: pd.DataFrame, groups: _Groups) -> list[str | None]:
     """Each incident's group named after its earliest member (onset, then id): `cor-<that id>`."""
     first: dict = {}
     for i, key in enumerate(zip(incidents["onset"], incidents["incident_id"])):

@@ -1,9 +1,10 @@
 """Loading the code location does not import what only some runs need (issue 14/15).
 
 Every process that loads `orchestration.definitions` (a CLI command, the daemon's run worker, a
-Celery task, a test subprocess) pays its imports. matplotlib (plots), scipy.cluster (the fold's
-union-find), scipy.stats (drift and serving tests) and evidently (drift reports) are imported by
-the code that uses them, when it runs: ~2 CPU-s of a 4.6 CPU-s load (BENCHMARKS.md section 27).
+Celery task, a test subprocess) pays its imports. matplotlib (plots), scipy.stats (drift and
+serving tests) and evidently (drift reports) are imported by the code that uses them, when it runs:
+~2 CPU-s of a 4.6 CPU-s load (BENCHMARKS.md section 27); scipy.cluster by nothing any more (the
+fold's union-find is its own, assets/correlation.py).
 """
 
 import json
