@@ -1,6 +1,8 @@
 -- Replace one hour of gpu_minutes: per GPU and minute, its samples summarised (counters as max,
 -- throttle reasons OR-ed), and its own trailing $window_minutes clock and power baselines while a
 -- run held it.
+-- [$from, $end): the whole hour, or from the first minute whose inputs changed (a live run); the rows
+-- are read from $read_from, the lookback of $from's trailing window (assets/baselines.py series_params).
 DELETE FROM gpu_minutes WHERE minute >= $from AND minute < $end;
 INSERT INTO gpu_minutes BY NAME
 WITH per_minute AS (

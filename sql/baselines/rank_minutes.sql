@@ -1,5 +1,7 @@
 -- Replace one hour of rank_minutes: per run, rank and minute, the rank's figures, the same minute's
 -- median over the run's ranks (peer_*), and the rank's own trailing $window_minutes baseline.
+-- [$from, $end): the whole hour, or from the first minute whose inputs changed (a live run); the rows
+-- are read from $read_from, the lookback of $from's trailing window (assets/baselines.py series_params).
 DELETE FROM rank_minutes WHERE minute >= $from AND minute < $end;
 INSERT INTO rank_minutes BY NAME
 WITH per_minute AS (

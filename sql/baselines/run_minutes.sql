@@ -1,6 +1,8 @@
 -- Replace one hour of run_minutes: per run and minute, the ranks' figures, and the trailing
 -- $window_minutes robust baseline (median, MAD; the current minute excluded). The lookback is read
 -- from training_steps, so each partition is computed on its own, in any order.
+-- [$from, $end): the whole hour, or from the first minute whose inputs changed (a live run); the rows
+-- are read from $read_from, the lookback of $from's trailing window (assets/baselines.py series_params).
 DELETE FROM run_minutes WHERE minute >= $from AND minute < $end;
 INSERT INTO run_minutes BY NAME
 WITH paces AS (   -- a synchronous step ends when its slowest rank does: the job's pace per step
