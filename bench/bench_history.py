@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -74,12 +74,15 @@ def snapshot_day(home: Path, copy: Path, key: str) -> None:
     """Copy `home` as it stands (warehouse, Dagster instance, settings) to `copy`, with only the raw
     hour `key` of the raw zone: what re-running that hour later needs, as it was then."""
     from orchestration.home import raw_root
+    from orchestration.raw_zone import hour_dir
 
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(home, copy, ignore=lambda d, names: ["raw"] if Path(d) == home else [])
-    day, hour = key.split("-")[:3], key.split("-")[3][:2]
-    for folder in raw_root(home).glob(f"*/{'-'.join(day)}/{hour}"):
-        shutil.copytree(folder, copy / folder.relative_to(home))
+    hour = datetime.strptime(key, "%Y-%m-%d-%H:%M")
+    for source in (d.name for d in raw_root(home).iterdir() if d.is_dir()):
+        folder = hour_dir(raw_root(home), source, hour)
+        if folder.is_dir():
+            shutil.copytree(folder, copy / folder.relative_to(home))
 
 
 def rerun(home: Path, key: str) -> dict:
@@ -94,11 +97,20 @@ def rerun_here(home: Path, key: str) -> dict:
     from orchestration.cli import use_home
 
     use_home(str(home))
+    return run_hour(*jobs(home), key)
+
+
+def jobs(home: Path) -> tuple:
+    """(detect job, fold job, the home's instance); GOODPUT_HOME must point at `home` first."""
     from orchestration.definitions import build_definitions
     from orchestration.instance import open_instance
 
-    defs, instance = build_definitions(home), open_instance()
-    detect, fold = defs.resolve_job_def("detect"), defs.resolve_job_def("fold_incidents")
+    defs = build_definitions(home)
+    return defs.resolve_job_def("detect"), defs.resolve_job_def("fold_incidents"), open_instance()
+
+
+def run_hour(detect, fold, instance, key: str) -> dict:
+    """What the service does for an hour with new data: its detect run, then a fold; each timed."""
     d_run, d_wall, d_cpu = timed(detect.execute_in_process, partition_key=key, instance=instance, run_config=QUIET,
                                  raise_on_error=False)
     f_run, f_wall, f_cpu = timed(fold.execute_in_process, instance=instance, run_config=QUIET, raise_on_error=False)
@@ -127,27 +139,20 @@ def side_report(rows: pd.DataFrame) -> str:
 
 
 def walk(home: Path, scenario, day1_copy: Path | None = None) -> tuple[list[dict], list[dict]]:
-    from orchestration.definitions import build_definitions
     from orchestration.home import raw_root, warehouse_path
-    from orchestration.instance import open_instance
     from orchestration.partitions import hour_keys
     from orchestration.service_config import load_service_settings
 
     settings = load_service_settings(home).retention
-    defs = build_definitions(home)
-    instance = open_instance()
-    detect, fold = defs.resolve_job_def("detect"), defs.resolve_job_def("fold_incidents")
+    detect, fold, instance = jobs(home)
     hours, days = [], []
     keys = hour_keys(scenario.start, scenario.end)
     for i, key in enumerate(keys):
-        d_run, d_wall, d_cpu = timed(detect.execute_in_process, partition_key=key, instance=instance,
-                                     run_config=QUIET, raise_on_error=False)
-        f_run, f_wall, f_cpu = timed(fold.execute_in_process, instance=instance, run_config=QUIET, raise_on_error=False)
         day = i // 24 + 1
-        hours.append({"partition": key, "day": day, "detect_s": d_wall, "detect_cpu_s": d_cpu, "fold_s": f_wall,
-                      "fold_cpu_s": f_cpu, "success": d_run.success and f_run.success})
-        print(f"  day {day} {key}  detect {d_wall:.1f} s ({d_cpu:.1f} CPU-s)  fold {f_wall:.1f} s ({f_cpu:.1f} CPU-s)",
-              file=sys.stderr, flush=True)
+        hours.append({"partition": key, "day": day, **run_hour(detect, fold, instance, key)})
+        h = hours[-1]
+        print(f"  day {day} {key}  detect {h['detect_s']:.1f} s ({h['detect_cpu_s']:.1f} CPU-s)  "
+              f"fold {h['fold_s']:.1f} s ({h['fold_cpu_s']:.1f} CPU-s)", file=sys.stderr, flush=True)
         if (i + 1) % 24 == 0 or i + 1 == len(keys):
             now = scenario.start + timedelta(hours=i + 1)
             done, m_wall, m_cpu = timed(maintain, home, now, settings)

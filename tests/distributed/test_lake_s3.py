@@ -22,6 +22,7 @@ import pytest
 from assets.ingest import SOURCES
 from assets.ingest_incremental import ingest_hour
 from orchestration import warehouse_lake
+from orchestration.local_services import free_port
 from orchestration.raw_zone import RawZoneResource
 from orchestration.warehouse import WarehouseResource
 
@@ -33,9 +34,7 @@ HOUR = datetime(2026, 11, 30, 0)
 def s3_store():
     """moto's S3 server on a free loopback port, with one empty bucket; its endpoint URL."""
     boto3 = pytest.importorskip("boto3")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
