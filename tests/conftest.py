@@ -152,12 +152,28 @@ SLOW_TESTS = (
 )
 
 
-# The heaviest files, heaviest first (setup + call, the fresh-clone CI's --durations): CI hands whole files to
-# the xdist workers in collection order, so starting the long ones first keeps one from running alone at the end.
-HEAVIEST_FIRST = ("tests/distributed/test_distributed_stack.py", "tests/test_daemon_restart.py", "tests/test_replay.py",
-                  "tests/test_fold_incremental.py", "tests/fault_injection/test_sigkill.py", "tests/test_drift.py",
-                  "tests/test_serving_signals.py", "tests/fault_injection/test_drift_determinism.py",
-                  "tests/test_checkpoint_signals.py", "tests/test_board_browser.py")
+# The heaviest files, heaviest first (wall seconds of setup + call under `.ci/run`, measured per test on
+# 2 cores; BENCHMARKS.md section 33): CI hands whole files to the xdist workers in this order
+# (`--no-loadscope-reorder`: xdist would otherwise start the files with the most tests first, and the
+# one-test files that run longest, the daemon's above all, would end alone on one worker). Longest first keeps
+# the workers' ends close. test_fold_incremental.py builds the session's faults_embedded that
+# test_distributed_stack.py reads only after its own distributed run.
+HEAVIEST_FIRST = (
+    "tests/test_daemon_restart.py",                  # 208 s, a quarter of it CPU: the daemon's sensor intervals
+    "tests/test_fold_incremental.py",                # 87
+    "tests/distributed/test_distributed_stack.py",   # 114
+    "tests/test_replay.py",                          # 84
+    "tests/test_board_browser.py",                   # 71
+    "tests/test_serving_signals.py",                 # 67
+    "tests/test_drift.py",                           # 60
+    "tests/test_end_to_end.py",                      # 48
+    "tests/test_ui_browser.py",                      # 46
+    "tests/test_bench_quick.py",                     # 45
+    "tests/test_progress.py",                        # 40
+    "tests/test_alerting.py", "tests/test_simulator.py", "tests/test_wheel.py", "tests/test_cli.py",   # ~30
+    "tests/test_detectors_training.py", "tests/test_baselines.py", "tests/fault_injection/test_sigkill.py",
+    "tests/test_checkpoint_signals.py",              # ~26
+)
 
 
 @pytest.hookimpl(tryfirst=True)

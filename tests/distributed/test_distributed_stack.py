@@ -67,7 +67,8 @@ def distributed(tmp_path_factory, postgres, redis):
             "logs": home / "services" / "workers"}
 
 
-def test_the_distributed_stack_finds_the_embedded_incidents(embedded, distributed):
+def test_the_distributed_stack_finds_the_embedded_incidents(distributed, embedded):   # its own run first: the other
+    # worker's test_fold_incremental.py builds the embedded one meanwhile
     assert embedded[0], "the embedded run found no incident: the comparison would prove nothing"
     assert distributed["incidents"] == embedded[0]
     assert distributed["counts"] == embedded[1]   # every row once: no partial, no duplicated partition
