@@ -3,9 +3,13 @@ their own, so the peak memory is theirs and not the ingest's.
 
     python bench/bench_tick.py --scenario bench/scenarios/scale_1024.yaml --home H   # simulate + ingest
     python bench/bench_checks.py --warehouse H/bench.duckdb --hour 2026-11-30T00:00
+    python bench/bench_checks.py --warehouse H/bench.duckdb --hour 2026-11-30T00:00 --shared-frames 3
 
 Prints a markdown table: seconds per baseline table and per signal family, the number of
-findings, and the process's peak RSS (DuckDB's native memory included).
+findings, and the process's peak RSS (DuckDB's native memory included). `--shared-frames N` instead
+measures each check step's signals N times each way, alternating, in CPU seconds of this process:
+every signal reading its own series frame, against the step's signals sharing the frames they bind
+alike (checks/asset_checks.py: series_frame), and checks that both find the same.
 """
 
 import argparse
@@ -21,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import checks.signals  # noqa: E402,F401
 from assets.baselines import series_params
-from checks.asset_checks import evaluate  # noqa: E402
+from checks.asset_checks import evaluate, evaluate_judged  # noqa: E402
 from checks.registry import REGISTRY  # noqa: E402
 from orchestration import sql  # noqa: E402
 from orchestration.warehouse import WarehouseResource, transaction  # noqa: E402
@@ -36,9 +40,12 @@ def main() -> int:
     parser.add_argument("--warehouse", required=True, help="a warehouse whose ingest tables hold the hour")
     parser.add_argument("--hour", required=True, help="UTC hour, e.g. 2026-11-30T00:00")
     parser.add_argument("--window-minutes", type=int, default=30)
+    parser.add_argument("--shared-frames", type=int, default=0, metavar="N", help="compare own and shared frame reads, N times each")
     args = parser.parse_args()
     start = pd.Timestamp(args.hour).to_pydatetime()
     end = (pd.Timestamp(args.hour) + pd.Timedelta(hours=1)).to_pydatetime()
+    if args.shared_frames:
+        return shared_frames(args.warehouse, start, end, args.shared_frames)
     rows = []
     before = peak_mib()
     with WarehouseResource(path=args.warehouse).connect() as con:
@@ -62,6 +69,39 @@ def main() -> int:
     print(f"machine: {platform.machine()}, Python {platform.python_version()}")
     print(table.to_markdown(index=False))
     print(f"\ntotal {table['seconds'].sum():.1f} s; peak RSS {peak_mib():.0f} MiB (after imports: {before:.0f} MiB)")
+    return 0
+
+
+def shared_frames(warehouse: str, start, end, repeats: int) -> int:
+    """Per check step (asset): CPU seconds of its signals with their own reads and with shared reads."""
+    steps: dict[str, list] = {}
+    for signal in REGISTRY:
+        steps.setdefault(signal.asset, []).append(signal)
+    rows = []
+    with WarehouseResource(path=warehouse).connect() as con:
+        for asset, signals in steps.items():
+            cpu = {"own": [], "shared": []}
+            found = {}
+            for _ in range(repeats):
+                for way in ("own", "shared"):
+                    frames = {} if way == "shared" else None
+                    t0 = time.process_time()
+                    found[way] = [evaluate_judged(con, s, start, end, frames=frames)[1].drop(columns="evidence")
+                                  for s in signals]
+                    cpu[way].append(time.process_time() - t0)
+            for own, shared in zip(found["own"], found["shared"]):
+                pd.testing.assert_frame_equal(own, shared)
+            own, shared = min(cpu["own"]), min(cpu["shared"])
+            rows.append({"check step": f"{asset}_checks ({len(signals)} signals)", "own reads CPU-s": round(own, 2),
+                         "shared reads CPU-s": round(shared, 2), "ratio": round(shared / own, 2) if own else None})
+    table = pd.DataFrame(rows)
+    total = {"check step": "all", "own reads CPU-s": round(table["own reads CPU-s"].sum(), 2),
+             "shared reads CPU-s": round(table["shared reads CPU-s"].sum(), 2)}
+    total["ratio"] = round(total["shared reads CPU-s"] / total["own reads CPU-s"], 2)
+    table = pd.concat([table, pd.DataFrame([total])], ignore_index=True)
+    print(f"# check steps, hour {start:%Y-%m-%dT%H:%M} UTC: best of {repeats} alternating runs each way, same findings")
+    print(f"machine: {platform.machine()}, Python {platform.python_version()}")
+    print(table.to_markdown(index=False))
     return 0
 
 

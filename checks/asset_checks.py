@@ -38,14 +38,15 @@ MAX_LISTED = 20
 
 def evaluate_judged(
     con: duckdb.DuckDBPyConnection, signal: Signal, start: datetime, end: datetime, thresholds: dict | None = None,
-    absent: pd.DataFrame | None = None,
+    absent: pd.DataFrame | None = None, frames: dict | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Run `signal` over [start, end) and store its findings and judgements; returns (series frame,
     findings, judgements: which entities the signal could judge, and why not the others). `absent`: the
-    hour's `absent_gpus` when the caller has read them already (one read for all GPU signals of a step)."""
+    hour's `absent_gpus` when the caller has read them already (one read for all GPU signals of a step);
+    `frames`: the step's series frames so far (`series_frame`)."""
     start, end = naive_utc(start), naive_utc(end)
     thresholds = dict(signal.thresholds) if thresholds is None else thresholds
-    frame = sql.frame(con, signal.query, {"start": start, "end": end, **signal.query_params, **thresholds})
+    frame = series_frame(con, signal.query, {"start": start, "end": end, **signal.query_params, **thresholds}, frames)
     # episodes still open when the partition begins go on by the fault's own evidence (checks/episodes.py)
     carried = sql.frame(con, "detect/open_episodes", {"signal": signal.name, "start": start,
                                                       "grace_minutes": episodes.GRACE_MINUTES})
@@ -87,6 +88,21 @@ def evaluate_judged(
                      new_judgements=judged[list(judgement.JUDGEMENT_COLUMNS)]):
         sql.run(con, "detect/store_findings", {"signal": signal.name, "start": start})
     return frame, findings, judged
+
+
+def series_frame(con: duckdb.DuckDBPyConnection, query: str, params: dict, frames: dict | None) -> pd.DataFrame:
+    """The series frame of `query`: read once per step for every signal that binds it to the same values
+    (`frames`, the step's reads so far; None reads it anyway). The signals of a family share their SQL
+    (the seven training-loss signals one frame, XID fatal and non-fatal another): at 1,024 GPUs a GPU
+    frame is most of a check's cost. The checks do not write what a frame reads, so a read stays valid
+    for the step; each signal gets its own copy."""
+    if frames is None:
+        return sql.frame(con, query, params)
+    values = sql.bound(query, params)
+    key = (query, repr(sorted(values.items())))
+    if key not in frames:
+        frames[key] = sql.frame(con, query, values)
+    return frames[key].copy()
 
 
 def absent_gpus(con: duckdb.DuckDBPyConnection, start: datetime, end: datetime) -> pd.DataFrame:
@@ -221,13 +237,14 @@ def build_checks(signals: list[Signal], name: str) -> dg.AssetChecksDefinition:
         home = Path(warehouse.path).resolve().parent
         errors = []
         absent = None   # read once for every GPU signal of the step: the checks do not write gpu_minutes
+        frames: dict = {}   # and each series frame once for the signals that share it (series_frame)
         with warehouse.connect() as con:
             for signal in (s for s in signals if s.name in selected):
                 try:
                     chosen = thresholds.for_signal(signal.name, signal.thresholds, CATALOGUE)  # checked once per version
                     if signal.entity == "gpu" and absent is None:
                         absent = absent_gpus(con, window.start, window.end)
-                    frame, findings, judged = evaluate_judged(con, signal, window.start, window.end, chosen, absent)
+                    frame, findings, judged = evaluate_judged(con, signal, window.start, window.end, chosen, absent, frames)
                 except WarehouseLocked:
                     raise
                 except Exception as error:   # the other signals still run; the step fails after them

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from checks.episodes import entity_ids
+from checks.toolkit import nanoseconds
 
 # The fields each signal's detector measures (columns of its frame). A signal not listed needs no
 # field beyond its entity (checkpoint audits judge every checkpoint they see).
@@ -87,21 +88,23 @@ def judge(frame: pd.DataFrame, signal_name: str, entity: str, entity_column: str
     if not rows.any():
         return pd.DataFrame(columns=columns)
     f = frame[rows]
-    minute = pd.to_datetime(f["tick"]).dt.floor("min") if "tick" in f.columns else pd.Series(0, index=f.index)
+    minute = nanoseconds(f["tick"]).dt.floor("min") if "tick" in f.columns else pd.Series(0, index=f.index)
     failed = pd.Series(None, dtype="object", index=f.index)
     for passes, reason in _needs(f, signal_name, thresholds):
         failed = failed.where(failed.notna() | passes.fillna(False).astype(bool), reason)
     work = pd.DataFrame({"entity_id": ids[rows].astype(str), "minute": minute, "failed": failed})
-    work["ok"] = work["failed"].isna()
-    out = []
-    for entity_id, g in work.groupby("entity_id", sort=True):
-        judged_minutes = int(g.loc[g["ok"], "minute"].nunique())
-        reasons = g["failed"].dropna()
-        out.append({"entity_type": entity, "entity_id": entity_id, "minutes": int(g["minute"].nunique()),
-                    "judged_minutes": judged_minutes, "judged": judged_minutes > 0,
-                    "reason": None if judged_minutes else (reasons.mode().sort_values().iloc[0] if not reasons.empty
-                                                           else "not judged")})
-    return pd.DataFrame(out, columns=columns)
+    present = work.groupby("entity_id", sort=True)["minute"].nunique()
+    judged_minutes = (work[work["failed"].isna()].groupby("entity_id")["minute"].nunique()
+                      .reindex(present.index, fill_value=0))
+    # why not: the reason most of its rows failed on (ties: the first by name)
+    counted = work.dropna(subset=["failed"]).groupby(["entity_id", "failed"]).size().reset_index(name="n")
+    counted = counted.sort_values(["entity_id", "n", "failed"], ascending=[True, False, True])
+    reason = counted.drop_duplicates("entity_id").set_index("entity_id")["failed"].reindex(present.index)
+    judged = judged_minutes > 0
+    reason = reason.where(~judged, None).where(judged | reason.notna(), "not judged")
+    return pd.DataFrame({"entity_type": entity, "entity_id": present.index.to_numpy(dtype=object),
+                         "minutes": present.to_numpy(dtype=int), "judged_minutes": judged_minutes.to_numpy(dtype=int),
+                         "judged": judged.to_numpy(dtype=bool), "reason": reason.to_numpy(dtype=object)}, columns=columns)
 
 
 def summary(judged: pd.DataFrame, noun: str) -> str:

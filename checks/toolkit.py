@@ -72,9 +72,17 @@ def prepare(frame: pd.DataFrame, key: str, time: str = "tick", needed: str | Non
     f = f.sort_values([key, time], kind="stable").reset_index(drop=True)
     for column in ("minute", "tick"):
         if column in f.columns:
-            f[column] = pd.to_datetime(f[column]).astype("datetime64[ns]")
+            f[column] = nanoseconds(f[column])
     f["in_window"] = f["in_window"].fillna(False).astype(bool) if "in_window" in f.columns else True
     return f
+
+
+def nanoseconds(times: pd.Series) -> pd.Series:
+    """`times` as naive datetime64[ns]: a plain cast when they are datetimes already (DuckDB's are, in
+    microseconds; `pd.to_datetime` would inspect them element by element first), else parsed."""
+    if pd.api.types.is_datetime64_dtype(times):
+        return times.astype("datetime64[ns]")
+    return pd.to_datetime(times).astype("datetime64[ns]")
 
 
 def with_gpu_id(frame: pd.DataFrame) -> pd.DataFrame:

@@ -63,6 +63,16 @@ def _execute(con: duckdb.DuckDBPyConnection, stmt: str, params: dict[str, Any]):
     return con.execute(stmt, used) if used else con.execute(stmt)
 
 
+def bound(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The `params` that `sql/<name>.sql` mentions: the values its result depends on."""
+    return {k: params[k] for k in sorted(_mentions(name)) if k in params}
+
+
+@functools.cache
+def _mentions(name: str) -> frozenset[str]:
+    return frozenset(p for stmt in statements(name) for p in _PARAM.findall(_COMMENT.sub("", stmt)))
+
+
 def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None):
     """Run `sql/<name>.sql` and return its (last) result as a pandas DataFrame."""
     return run(con, name, params).df()

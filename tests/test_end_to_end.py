@@ -159,3 +159,41 @@ def test_quiet_on_healthy_runs_and_idle_gpus_between_runs(tmp_path, instance):
     idle = read(resources, "SELECT count(*) AS n FROM gpu_samples WHERE run_id IS NULL AND time BETWEEN "
                            "'2026-11-30 00:50' AND '2026-11-30 01:05'")
     assert idle.loc[0, "n"] > 100   # the GPUs really were idle between the runs
+
+
+def test_signals_sharing_their_sql_read_it_once_per_step_and_find_what_each_finds_alone(small_home, instance, monkeypatch):
+    """A check step reads a series frame once for every signal that binds its SQL to the same values
+    (checks/asset_checks.py: series_frame): the six checkpoint-audit signals one read, XID fatal and
+    non-fatal one; input and prediction drift bind `kind` apart and read twice, as do signals whose
+    lookbacks differ. What each signal finds is what it finds evaluated alone, with its own read."""
+    from collections import Counter
+
+    from checks.asset_checks import evaluate
+    from checks.registry import REGISTRY
+    from orchestration import sql
+
+    reads, real = Counter(), sql.frame
+
+    def counted(con, name, params=None):
+        reads[name] += 1
+        return real(con, name, params)
+
+    monkeypatch.setattr(sql, "frame", counted)
+    run_detect(small_home, HOURS[0], instance)
+    monkeypatch.setattr(sql, "frame", real)
+    bindings = {(s.query, repr(sorted(sql.bound(s.query, {"start": 0, "end": 0, **s.query_params, **s.thresholds}).items())))
+                for s in REGISTRY}
+    series = Counter({query: n for query, n in reads.items() if query in {s.query for s in REGISTRY}})
+    assert series == Counter(query for query, _ in bindings)   # one read per SQL and binding, not per signal
+    assert sum(series.values()) < len(REGISTRY)
+    assert reads["detect/gpu_xid_error"] == 1 and reads["detect/checkpoint_audits"] == 1   # 2 and 6 signals
+    assert reads["detect/quality_drift"] == 2   # the look-alike: one SQL, two signals bound to different kinds
+    resources = resources_for(small_home)
+    columns = "SELECT * EXCLUDE (evidence) FROM findings ORDER BY ALL"
+    step = read(resources, columns)
+    assert set(step["signal"]) >= {"busy_not_progressing"}   # the hang: something to compare
+    start, end = pd.Timestamp("2026-11-30 00:00"), pd.Timestamp("2026-11-30 01:00")
+    with resources["warehouse"].connect() as con:
+        for signal in REGISTRY:
+            evaluate(con, signal, start, end)   # alone: its own read, its findings replaced
+    pd.testing.assert_frame_equal(read(resources, columns), step)
