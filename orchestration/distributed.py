@@ -10,9 +10,12 @@ host and two worker machines. Its parts are the ones a multi-host deployment run
 - `DAGSTER_HOME` holds deploy/dagster.yaml: run, event-log and schedule storage in PostgreSQL
   (database `goodput_dagster`), at the URL in `GOODPUT_DAGSTER_PG_URL`;
 - `deployment_env` is the environment every process gets (deploy/goodput.env on a real host):
-  `GOODPUT_EXECUTOR=celery` makes the detect job hand its steps to Celery (orchestration/jobs.py);
-- `Workers` starts `celery -A orchestration.celery_app worker` processes and waits, by asking them
-  (a bounded number of pings), until all answer.
+  `GOODPUT_EXECUTOR=celery` makes the detect job hand its steps to Celery (orchestration/jobs.py), and
+  `GOODPUT_CELERY_VISIBILITY_TIMEOUT`, when set, is how long a lost worker host's step waits before Redis
+  hands it to another worker (orchestration/celery_app.py);
+- `Workers` starts `celery -A orchestration.celery_app worker` processes, each in a session of its own
+  (a stand-in host: its process group is the worker and its pool processes, nothing else), and waits,
+  by asking them (a bounded number of pings), until all answer.
 
 This process is the run's orchestrator (as a run worker launched by the daemon would be): it executes
 each hour's `detect` run with the Celery executor, oldest first (an hour's baselines read the hours
@@ -21,6 +24,7 @@ before it), then folds incidents in process.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -87,7 +91,7 @@ def prepare_home(home: Path, endpoints: Endpoints) -> dict[str, str]:
 
 
 def deployment_env(home: Path, dagster_home: Path, endpoints: Endpoints) -> dict[str, str]:
-    return {
+    env = {
         "GOODPUT_HOME": str(home),
         "DAGSTER_HOME": str(dagster_home),
         "GOODPUT_EXECUTOR": "celery",
@@ -95,11 +99,17 @@ def deployment_env(home: Path, dagster_home: Path, endpoints: Endpoints) -> dict
         "GOODPUT_CELERY_BACKEND": endpoints.redis_url,
         "GOODPUT_DAGSTER_PG_URL": endpoints.dagster_url(),
     }
+    timeout = os.environ.get("GOODPUT_CELERY_VISIBILITY_TIMEOUT")
+    if timeout:   # the caller's choice, for every worker alike (unset: celery_app.py's default)
+        env["GOODPUT_CELERY_VISIBILITY_TIMEOUT"] = timeout
+    return env
 
 
 @dataclass
 class Workers:
-    """`count` Celery worker processes (one step at a time each), logging under `logs`."""
+    """`count` Celery worker processes (one step at a time each), logging under `logs`. Each starts in a
+    session of its own (`start_new_session`): its process group holds the worker and its pool processes
+    only, so a signal to the group (stop(), or a test's lost host) reaches no other worker and not us."""
 
     env: dict[str, str]
     logs: Path
@@ -129,7 +139,11 @@ class Workers:
         """Ask the workers (a broadcast ping, 1 s for answers) until all answer, at most `tries` times."""
         from celery import Celery
 
+        from orchestration.celery_app import broker_transport_options
+
         app = Celery(broker=self.env["GOODPUT_CELERY_BROKER"])
+        # a client that reads replies sweeps overdue steps back onto the queue too: with the workers' timeout
+        app.conf.broker_transport_options = broker_transport_options({**os.environ, **self.env})
         for _ in range(tries):
             dead = [p.args for p in self.processes if p.poll() is not None]
             if dead:
@@ -140,14 +154,18 @@ class Workers:
         raise DeploymentError(f"the Celery workers did not all answer after {tries} pings; see {self.logs}")
 
     def stop(self) -> None:
+        """SIGTERM each live worker's process group (the worker and its pool processes), SIGKILL after 60 s.
+        A worker that already died (a lost host) is only reaped: its group is never signalled again."""
         for process in self.processes:
             if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)   # the worker and its pool processes
+                with contextlib.suppress(ProcessLookupError):   # it may die between the poll and the signal
+                    os.killpg(process.pid, signal.SIGTERM)
         for process in self.processes:
             try:
                 process.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
 
 
