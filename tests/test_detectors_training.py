@@ -507,3 +507,35 @@ def test_a_plateau_after_a_spike_is_still_a_plateau():
     frame = run_frame(loss_factor=lambda m: decaying_spike(100, 5, 1.2)(m) * plateau(200)(m))
     (finding,) = detect("loss_plateau", frame).to_dict("records")
     assert at(200) <= finding["onset"] <= at(215)
+
+
+def test_a_stall_longer_than_the_lookback_names_the_runs_last_step_however_far_back_it_was():
+    """busy_not_progressing's frame carries each run's last step before its lookback, so a stall longer
+    than the lookback keeps its true onset. It is looked for in the hour before the lookback, and further
+    back only for a run that made no step in that hour (sql/detect/busy_not_progressing.sql: near, far):
+    the last step by time, also when a restart from a checkpoint numbered its steps lower again."""
+    from orchestration import sql
+    from tests.detector_frames import T0, th
+
+    thresholds = th("busy_not_progressing", lookback_seconds=600.0)   # the lookback: 09:50 to the partition
+    steps = [("run-near", s, T0 - pd.Timedelta(minutes=40 - s)) for s in range(1, 11)]        # 09:21 .. 09:30
+    steps += [("run-far", s, pd.Timestamp("2026-11-30 05:00") + pd.Timedelta(minutes=s)) for s in range(1, 51)]
+    steps += [("run-far", s, pd.Timestamp("2026-11-30 06:40") + pd.Timedelta(minutes=s)) for s in range(1, 6)]
+    training = pd.DataFrame([{"run_id": r, "rank": 0, "host": f"node-{r}", "gpu_index": 0, "step": s, "time": t,
+                              "step_seconds": 60.0, "source_file": "steps.jsonl", "source_line": i}
+                             for i, (r, s, t) in enumerate(steps)])
+    samples = pd.DataFrame([{"run_id": r, "host": f"node-{r}", "gpu_index": 0, "time": T0 + pd.Timedelta(seconds=10 * i),
+                             "utilization_ratio": 1.0, "source_file": "gpu.jsonl", "source_line": i + 30}
+                            for r in ("run-near", "run-far") for i in range(-30, 30)])
+    started = pd.DataFrame([{"event": "run_started", "run_id": r, "time": t, "payload": "{}", "source_file": "x", "source_line": i}
+                            for i, (r, t) in enumerate([("run-near", T0 - pd.Timedelta(hours=2)),
+                                                        ("run-far", pd.Timestamp("2026-11-30 04:59")),
+                                                        ("run-far", pd.Timestamp("2026-11-30 06:30"))])])
+    with warehouse_of(training_steps=training, gpu_samples=samples, lineage_events=started) as con:
+        frame = sql.frame(con, "detect/busy_not_progressing",
+                          {"start": T0, "end": T0 + pd.Timedelta(hours=1), **thresholds})
+    first = frame.sort_values("tick").groupby("run_id").first()
+    assert first.loc["run-near", "last_progress"] == T0 - pd.Timedelta(minutes=30)   # the hour before the lookback
+    assert first.loc["run-near", "last_step"] == 10
+    assert first.loc["run-far", "last_progress"] == pd.Timestamp("2026-11-30 06:45")   # further back
+    assert first.loc["run-far", "last_step"] == 5   # after the restart, not the 50 it reached before

@@ -31,13 +31,21 @@ WITH data_until AS (
     ASOF LEFT JOIN attempts a ON a.run_id = p.run_id AND a.attempt <= p.time
     WHERE p.time >= $start - to_seconds($lookback_seconds) AND p.time < $end
     GROUP BY p.run_id, p.step, a.attempt
-), earlier AS (  -- the last step before the lookback, so a long stall keeps its true onset
-    SELECT p.run_id, max(p.step) AS step, max(p.time) AS time
+), near AS (     -- the last step before the lookback, so a long stall keeps its true onset: looked for in
+                 -- the hour before the lookback first ...
+    SELECT p.run_id, arg_max(p.step, p.time) AS step, max(p.time) AS time
     FROM training_steps p SEMI JOIN runs USING (run_id)
-    WHERE p.time < $start - to_seconds($lookback_seconds)
+    WHERE p.time >= $start - to_seconds($lookback_seconds) - INTERVAL 1 HOUR
+      AND p.time < $start - to_seconds($lookback_seconds)
+    GROUP BY ALL
+), far AS (      -- ... and further back only for a run that made no step in that hour: a tick's cost does
+                 -- not grow with the days of raw steps retained (no run to look for: no scan at all)
+    SELECT p.run_id, arg_max(p.step, p.time) AS step, max(p.time) AS time
+    FROM training_steps p SEMI JOIN (SELECT run_id FROM runs ANTI JOIN near USING (run_id)) USING (run_id)
+    WHERE p.time < $start - to_seconds($lookback_seconds) - INTERVAL 1 HOUR
     GROUP BY ALL
 ), progress AS (
-    SELECT * FROM recent UNION ALL SELECT * FROM earlier
+    SELECT * FROM recent UNION ALL SELECT * FROM near UNION ALL SELECT * FROM far
 ), baseline AS (
     SELECT run_id, median(gap) AS step_interval_seconds, count(gap) AS steps
     FROM (
