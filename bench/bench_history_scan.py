@@ -1,12 +1,14 @@
-"""A detect frame's cost against the raw history retained before its lookback (issue 15: history does
-not slow ticks). busy_not_progressing carries each run's last step from before its 6-hour lookback; this
-times its SQL on one ingested hour with 0 and with N more hours of step records before the lookback
-(copies of the hour, shifted back), alternating, in CPU seconds of this process.
+"""A detect frame's cost against the history kept before its lookback (issue 15: history does not slow
+ticks). busy_not_progressing carries each run's last step from before its 6-hour lookback (raw step
+records, kept `retention.raw_days`); rank_dropout each rank of the run since its start, silent ones
+too (rank_minutes, kept `retention.minutes_days`). This times a signal's SQL on one ingested hour with 0
+and with N more hours of its history before the lookback (copies of the hour, shifted back; the run's
+start moved before them), alternating, in CPU seconds of this process.
 
     python bench/bench_tick.py --scenario bench/scenarios/scale_1024.yaml --home H     # one ingested hour
-    python bench/bench_history_scan.py --warehouse H/bench.duckdb --hours 12 [--sql OTHER.sql] [--repeats 3]
+    python bench/bench_history_scan.py --warehouse H/bench.duckdb --signal rank_dropout --hours 12 [--sql OTHER.sql]
 
-`--sql` times another version of the file beside the current one (the same bindings).
+`--sql` times another version of the signal's SQL file beside the current one (the same bindings).
 """
 
 import argparse
@@ -28,20 +30,36 @@ from orchestration.warehouse import WarehouseResource  # noqa: E402
 HOUR = pd.Timestamp("2026-11-30 00:00")
 
 
-def with_history(source: str, target: Path, hours: int) -> Path:
-    """A copy of the warehouse with `hours` copies of the hour's step records placed before its lookback."""
+HISTORY = {   # signal -> (tables copied back, with their time column)
+    "busy_not_progressing": (("training_steps", "time"),),
+    "rank_dropout": (("rank_minutes", "minute"), ("run_minutes", "minute")),
+}
+
+
+def lookback_hours(signal: str) -> int:
+    thresholds = REGISTRY.get(signal).thresholds
+    return int(thresholds.get("lookback_seconds", 60 * thresholds.get("lookback_minutes", 0)) // 3600)
+
+
+def with_history(source: str, target: Path, signal: str, hours: int) -> Path:
+    """A copy of the warehouse with `hours` copies of the hour's history placed before the signal's lookback
+    and the hour before it, and the runs started before the oldest copy."""
     shutil.copy(source, target)
-    lookback_hours = int(REGISTRY.get("busy_not_progressing").thresholds["lookback_seconds"] // 3600)
+    hour = {"s": HOUR, "e": HOUR + pd.Timedelta(hours=1)}
     with WarehouseResource(path=str(target)).connect() as con:
         for k in range(hours):
-            shift = lookback_hours + 1 + k
-            con.execute(f"INSERT INTO training_steps SELECT * REPLACE (time - INTERVAL {shift} HOUR AS time) FROM training_steps "
-                        "WHERE time >= $s AND time < $e", {"s": HOUR, "e": HOUR + pd.Timedelta(hours=1)})
+            shift = lookback_hours(signal) + 1 + k
+            for table, column in HISTORY[signal]:
+                con.execute(f"INSERT INTO {table} SELECT * REPLACE ({column} - INTERVAL {shift} HOUR AS {column}) "
+                            f"FROM {table} WHERE {column} >= $s AND {column} < $e", hour)
+        if hours:
+            con.execute(f"UPDATE lineage_events SET time = time - INTERVAL {lookback_hours(signal) + 1 + hours} HOUR "
+                        "WHERE event = 'run_started'")
     return target
 
 
-def frame_cpu(warehouse: Path, text: str) -> float:
-    params = {"start": HOUR, "end": HOUR + pd.Timedelta(hours=1), **REGISTRY.get("busy_not_progressing").thresholds}
+def frame_cpu(warehouse: Path, signal: str, text: str) -> float:
+    params = {"start": HOUR, "end": HOUR + pd.Timedelta(hours=1), **REGISTRY.get(signal).thresholds}
     with WarehouseResource(path=str(warehouse)).connect(read_only=True) as con:
         t0 = time.process_time()
         result = None
@@ -54,24 +72,25 @@ def frame_cpu(warehouse: Path, text: str) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warehouse", required=True)
+    parser.add_argument("--signal", choices=sorted(HISTORY), default="busy_not_progressing")
     parser.add_argument("--hours", type=int, default=12)
-    parser.add_argument("--sql", help="another version of sql/detect/busy_not_progressing.sql to time beside it")
+    parser.add_argument("--sql", help="another version of the signal's SQL file to time beside it")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    versions = {"current": sql.sql_text("detect/busy_not_progressing")}
+    versions = {"current": sql.sql_text(REGISTRY.get(args.signal).query)}
     if args.sql:
         versions["other"] = Path(args.sql).read_text()
     with tempfile.TemporaryDirectory() as folder:
-        homes = {0: with_history(args.warehouse, Path(folder) / "h0.duckdb", 0),
-                 args.hours: with_history(args.warehouse, Path(folder) / "hn.duckdb", args.hours)}
+        homes = {0: with_history(args.warehouse, Path(folder) / "h0.duckdb", args.signal, 0),
+                 args.hours: with_history(args.warehouse, Path(folder) / "hn.duckdb", args.signal, args.hours)}
         cpu: dict[tuple, list] = {}
         for _ in range(args.repeats):
             for name, text in versions.items():
                 for hours, home in homes.items():
-                    cpu.setdefault((name, hours), []).append(frame_cpu(home, text))
+                    cpu.setdefault((name, hours), []).append(frame_cpu(home, args.signal, text))
     rows = [{"sql": name, "history before the lookback, hours": hours, "frame CPU-s (best)": round(min(v), 3)}
             for (name, hours), v in cpu.items()]
-    print(f"# busy_not_progressing's frame, hour {HOUR:%Y-%m-%dT%H:%M}: best of {args.repeats} alternating runs")
+    print(f"# {args.signal}'s frame, hour {HOUR:%Y-%m-%dT%H:%M}: best of {args.repeats} alternating runs")
     print(pd.DataFrame(rows).to_markdown(index=False))
     return 0
 

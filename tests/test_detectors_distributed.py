@@ -331,3 +331,39 @@ def test_empty_frames_give_no_findings():
         signal = REGISTRY.get(name)
         assert signal.detector(rank_frame().iloc[0:0], signal.thresholds).empty
     assert d.collective_regression(collective_frame().iloc[0:0], th("collective_regression")).empty
+
+
+def test_rank_dropout_reads_a_runs_history_only_as_far_back_as_a_silent_rank_needs():
+    """rank_dropout's frame holds every rank of the run since its (re)start, with its true last step, also one
+    silent for hours; it reads back past the hour before its lookback only for a run not all of whose ranks
+    (0 .. world size - 1) reported in that hour (sql/detect/rank_dropout.sql: near, whole, far)."""
+    from orchestration import sql
+    from tests.detector_frames import warehouse_of
+
+    def minutes(first, last):
+        return pd.date_range(first, last, freq="min")
+
+    rows, world = [], []
+    for run, ranks in (("run-whole", range(4)), ("run-gap", range(3))):
+        for rank in ranks:
+            for m in minutes("2026-11-30 07:00", "2026-11-30 10:59"):
+                if run == "run-whole" and rank == 2 and m >= pd.Timestamp("2026-11-30 09:00"):
+                    break   # silent through the lookback: its last step is the hour before's
+                rows.append((run, rank, f"node-{rank}", m))
+        world += [{"run_id": run, "minute": m, "world_size": 4, "ranks_reporting": 4, "steps_completed": 1,
+                   "nonfinite_losses": 0, "baseline_window_minutes": 30, "baseline_minutes": 30}
+                  for m in minutes("2026-11-30 07:00", "2026-11-30 10:59")]
+    rows += [("run-gap", 3, "node-9", m) for m in minutes("2026-11-30 05:00", "2026-11-30 05:30")]   # silent since 05:30
+    rank_minutes = pd.DataFrame([{"run_id": r, "rank": k, "host": h, "gpu_index": k, "minute": m, "steps_completed": 1,
+                                  "last_step_time": m + pd.Timedelta(seconds=50), "nonfinite_losses": 0,
+                                  "baseline_window_minutes": 30, "baseline_minutes": 30} for r, k, h, m in rows])
+    started = pd.DataFrame([{"event": "run_started", "run_id": r, "time": pd.Timestamp("2026-11-30 04:00"), "payload": "{}",
+                             "source_file": "x", "source_line": i} for i, r in enumerate(("run-whole", "run-gap"))])
+    with warehouse_of(rank_minutes=rank_minutes, run_minutes=pd.DataFrame(world), lineage_events=started) as con:
+        frame = sql.frame(con, "detect/rank_dropout", {"start": T0, "end": T0 + pd.Timedelta(hours=1),
+                                                       **th("rank_dropout")})
+    first = frame[frame["in_window"]].sort_values("minute").groupby("entity_id").first()
+    assert set(first.index) == {f"{r}/rank-{k}" for r in ("run-whole", "run-gap") for k in range(4)}
+    assert first.loc["run-gap/rank-3", "last_step_time"] == pd.Timestamp("2026-11-30 05:30:50")   # far back
+    assert first.loc["run-gap/rank-3", "host"] == "node-9"
+    assert first.loc["run-whole/rank-2", "last_step_time"] == pd.Timestamp("2026-11-30 08:59:50")  # the hour before

@@ -4,7 +4,7 @@
 -- GPU is still held by the run (and how many GPUs the run holds), and the GPU's last XID.
 -- A rank silent for longer than the lookback is still one of its run's ranks, with its true last
 -- step: the run's ranks and their last steps before the lookback come from its history since its
--- latest (re)start (a restart may change the world size).
+-- latest (re)start (a restart may change the world size), read back only as far as a silent rank needs.
 WITH rm AS (
     SELECT run_id, rank, host, gpu_index, minute, last_step_time, step_seconds
     FROM rank_minutes
@@ -22,14 +22,34 @@ WITH rm AS (
     FROM lineage_events SEMI JOIN runs_now USING (run_id)
     WHERE event = 'run_started' AND time < $end
     GROUP BY run_id
-), ranks AS (
-    SELECT r.run_id, r.rank, arg_max(r.host, r.minute) AS host, arg_max(r.gpu_index, r.minute) AS gpu_index,
-           max(r.last_step_time) FILTER (WHERE r.minute < $start - to_minutes(CAST($lookback_minutes AS INTEGER)))
-               AS earlier_step_time
+), near AS (     -- the run's rank minutes since its (re)start, from the hour before the lookback on ...
+    SELECT r.run_id, r.rank, r.minute, r.host, r.gpu_index, r.last_step_time
     FROM rank_minutes r SEMI JOIN runs_now USING (run_id)
     LEFT JOIN started s ON s.run_id = r.run_id
-    WHERE r.minute < $end AND r.minute >= coalesce(s.started, TIMESTAMP '-infinity') - INTERVAL 1 MINUTE
-    GROUP BY r.run_id, r.rank
+    WHERE r.minute >= $start - to_minutes(CAST($lookback_minutes AS INTEGER)) - INTERVAL 1 HOUR AND r.minute < $end
+      AND r.minute >= coalesce(s.started, TIMESTAMP '-infinity') - INTERVAL 1 MINUTE
+), whole AS (    -- ... which hold all of a run when each of its ranks 0 .. world size - 1 reported in that hour
+                 -- (its last step before the lookback is then there: a rank's last step time only grows)
+    SELECT n.run_id
+    FROM near n JOIN (SELECT run_id, max(world_size) AS world_size FROM run_minutes SEMI JOIN runs_now USING (run_id)
+                      WHERE minute >= $start - to_minutes(CAST($lookback_minutes AS INTEGER)) - INTERVAL 1 HOUR
+                        AND minute < $end
+                      GROUP BY run_id) w USING (run_id)
+    WHERE n.minute < $start - to_minutes(CAST($lookback_minutes AS INTEGER))
+    GROUP BY n.run_id, w.world_size
+    HAVING count(DISTINCT n.rank) = w.world_size AND min(n.rank) = 0 AND max(n.rank) = w.world_size - 1
+), far AS (      -- further back only for the other runs: a tick's cost does not grow with a long run's age
+    SELECT r.run_id, r.rank, r.minute, r.host, r.gpu_index, r.last_step_time
+    FROM rank_minutes r SEMI JOIN (SELECT run_id FROM runs_now ANTI JOIN whole USING (run_id)) USING (run_id)
+    LEFT JOIN started s ON s.run_id = r.run_id
+    WHERE r.minute < $start - to_minutes(CAST($lookback_minutes AS INTEGER)) - INTERVAL 1 HOUR
+      AND r.minute >= coalesce(s.started, TIMESTAMP '-infinity') - INTERVAL 1 MINUTE
+), ranks AS (
+    SELECT run_id, rank, arg_max(host, minute) AS host, arg_max(gpu_index, minute) AS gpu_index,
+           max(last_step_time) FILTER (WHERE minute < $start - to_minutes(CAST($lookback_minutes AS INTEGER)))
+               AS earlier_step_time
+    FROM (SELECT * FROM near UNION ALL SELECT * FROM far)
+    GROUP BY run_id, rank
 ), held AS (
     SELECT run_id, minute, count(*) AS gpus_held
     FROM gm WHERE run_id IN (SELECT run_id FROM ranks)
