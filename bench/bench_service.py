@@ -36,6 +36,21 @@ def minute_costs(ticks, end) -> tuple[float, float]:
     return ran[minute.between(3, 7)]["cpu_s"].mean(), ran[minute.between(53, 57)]["cpu_s"].mean()
 
 
+def hourly_costs(ticks, end) -> dict[str, list]:
+    """Per hour of the scenario: [minute 5 CPU-s, minute 55 CPU-s, ratio] (`minute_costs`' ticks). The home's
+    first hour has nothing before it: its minute-5 ticks read no lookback, which the later hours all do,
+    as every hour does in a service that has been running."""
+    import pandas as pd
+
+    at = pd.to_datetime(ticks["tick"])
+    out = {}
+    for hour in sorted(at.dt.floor("h").unique()):
+        early, late = minute_costs(ticks[at.dt.floor("h") == hour], end)
+        if pd.notna(early) and pd.notna(late) and early:   # the tail after the scenario's end has neither
+            out[f"{pd.Timestamp(hour):%H:%M}"] = [round(float(early), 2), round(float(late), 2), round(float(late / early), 3)]
+    return out
+
+
 def main() -> int:
     import pandas as pd
 
@@ -66,6 +81,7 @@ def main() -> int:
         "scenario": scenario.name, "ticks": len(ticks), "detect_runs": int(ticks["runs"].sum()),
         "cpu_s_per_tick_min5": round(float(early), 3), "cpu_s_per_tick_min55": round(float(late), 3),
         "ratio_55_over_5": round(float(late / early), 3) if early else None,
+        "by_hour_min5_min55_ratio": hourly_costs(ticks, scenario.end),
         "max_runs_per_partition_per_tick": int(per_partition),
         "sev1_delay_p50_min": round(float(sev1.median()), 2) if len(sev1) else None,
         "sev1_delay_max_min": round(float(sev1.max()), 2) if len(sev1) else None,
