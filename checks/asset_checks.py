@@ -92,10 +92,10 @@ def evaluate_judged(
 
 def series_frame(con: duckdb.DuckDBPyConnection, query: str, params: dict, frames: dict | None) -> pd.DataFrame:
     """The series frame of `query`: read once per step for every signal that binds it to the same values
-    (`frames`, the step's reads so far; None reads it anyway). The signals of a family share their SQL
-    (the seven training-loss signals one frame, XID fatal and non-fatal another): at 1,024 GPUs a GPU
-    frame is most of a check's cost. The checks do not write what a frame reads, so a read stays valid
-    for the step; each signal gets its own copy."""
+    (`frames`, the step's reads so far; None reads it anyway): the six checkpoint-audit signals read one
+    frame, XID fatal and non-fatal another, the training-loss signals one per lookback they share. The
+    checks do not write what a frame reads, so a read stays valid for the step; each signal gets its own
+    copy."""
     if frames is None:
         return sql.frame(con, query, params)
     values = sql.bound(query, params)
