@@ -1,0 +1,86 @@
+"""What a step costs on Celery beyond its work (issue 21: the per-task overhead): `goodput demo --deployment
+distributed` on a scenario's first hours, against a PostgreSQL and a Redis started here on loopback, then,
+from Dagster's event log in PostgreSQL, per step of every detect run: the dispatch (from the executor's
+"Submitting celery task" event to the worker's STEP_START: the broker, a wait for a free worker when
+more steps are ready than workers, the worker loading the job and its resources) and the step's own
+time (STEP_START to STEP_SUCCESS). The same hours embedded (`goodput demo`,
+every step in one process) give the whole runs' wall beside them.
+
+    python bench/bench_celery_overhead.py [--scenario simulator/scenarios/small.yaml] [--hours 1] [--workers 2]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from orchestration.distributed import DAGSTER_DB, LAKE_DB  # noqa: E402
+from orchestration.local_services import LocalPostgres, LocalRedis  # noqa: E402
+
+STEPS = """
+SELECT run_id, step_key,
+       min(timestamp) FILTER (WHERE dagster_event_type = 'ENGINE_EVENT' AND event LIKE '%Submitting celery task%') AS submitted,
+       min(timestamp) FILTER (WHERE dagster_event_type = 'STEP_START') AS started,
+       max(timestamp) FILTER (WHERE dagster_event_type = 'STEP_SUCCESS') AS succeeded
+FROM event_logs WHERE step_key IS NOT NULL GROUP BY run_id, step_key
+"""
+
+
+def demo(home: Path, scenario: str, hours: int, *extra: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the demo process and what it waited for)."""
+    before = os.times()
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "orchestration.cli", "demo", "--home", str(home), "--scenario", scenario,
+                           "--hours", str(hours), *extra], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    wall, after = time.monotonic() - t0, os.times()
+    if done.returncode:
+        sys.exit(f"the demo failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return wall, (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
+def main() -> int:
+    import psycopg2
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", default=str(REPO / "simulator" / "scenarios" / "small.yaml"))
+    parser.add_argument("--hours", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="goodput-bench-celery-"))
+    embedded = demo(root / "embedded", args.scenario, args.hours)
+    with LocalPostgres(root / "postgres") as pg, LocalRedis(root / "redis") as redis:
+        for name in (LAKE_DB, DAGSTER_DB):
+            pg.create_database(name)
+        distributed = demo(root / "distributed", args.scenario, args.hours, "--deployment", "distributed",
+                           "--workers", str(args.workers), "--postgres", f"127.0.0.1:{pg.port}", "--redis", redis.url)
+        with psycopg2.connect(host="127.0.0.1", port=pg.port, user=pg.user, dbname=DAGSTER_DB) as con, con.cursor() as cur:
+            cur.execute(STEPS)
+            steps = pd.DataFrame(cur.fetchall(), columns=[c.name for c in cur.description])
+    steps = steps.dropna(subset=["submitted", "started", "succeeded"])
+    steps["dispatch_s"] = (steps["started"] - steps["submitted"]).dt.total_seconds()
+    steps["step_s"] = (steps["succeeded"] - steps["started"]).dt.total_seconds()
+    table = pd.DataFrame({
+        "steps on Celery": [len(steps)],
+        "dispatch p50 / p90 / max, s": [f"{steps['dispatch_s'].median():.2f} / {steps['dispatch_s'].quantile(0.9):.2f} / "
+                                        f"{steps['dispatch_s'].max():.2f}"],
+        "step p50 / p90 / max, s": [f"{steps['step_s'].median():.2f} / {steps['step_s'].quantile(0.9):.2f} / "
+                                    f"{steps['step_s'].max():.2f}"],
+        "dispatch total / step total, s": [f"{steps['dispatch_s'].sum():.1f} / {steps['step_s'].sum():.1f}"],
+        "demo wall embedded / distributed, s": [f"{embedded[0]:.1f} / {distributed[0]:.1f}"],
+    })
+    print(f"# Steps on Celery: {Path(args.scenario).name}, {args.hours} hour(s), {args.workers} workers")
+    print(table.T.to_markdown(headers=["", "value"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
