@@ -9,7 +9,7 @@ Prints a markdown table: seconds per baseline table and per signal family, the n
 findings, and the process's peak RSS (DuckDB's native memory included). `--shared-frames N` instead
 measures each check step's signals N times each way, alternating, in CPU seconds of this process:
 every signal reading its own series frame, against the step's signals sharing the frames they bind
-alike (checks/asset_checks.py: series_frame), and checks that both find the same.
+alike (checks/asset_checks.py: shared_read), and checks that both find the same.
 """
 
 import argparse
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import checks.signals  # noqa: E402,F401
 from assets.baselines import series_params
-from checks.asset_checks import evaluate, evaluate_judged  # noqa: E402
+from checks.asset_checks import evaluate, evaluate_judged, signals_by_step  # noqa: E402
 from checks.registry import REGISTRY  # noqa: E402
 from orchestration import sql  # noqa: E402
 from orchestration.warehouse import WarehouseResource, transaction  # noqa: E402
@@ -74,12 +74,9 @@ def main() -> int:
 
 def shared_frames(warehouse: str, start, end, repeats: int) -> int:
     """Per check step (asset): CPU seconds of its signals with their own reads and with shared reads."""
-    steps: dict[str, list] = {}
-    for signal in REGISTRY:
-        steps.setdefault(signal.asset, []).append(signal)
     rows = []
     with WarehouseResource(path=warehouse).connect() as con:
-        for asset, signals in steps.items():
+        for asset, signals in signals_by_step().items():
             cpu = {"own": [], "shared": []}
             found = {}
             for _ in range(repeats):

@@ -38,15 +38,14 @@ MAX_LISTED = 20
 
 def evaluate_judged(
     con: duckdb.DuckDBPyConnection, signal: Signal, start: datetime, end: datetime, thresholds: dict | None = None,
-    absent: pd.DataFrame | None = None, frames: dict | None = None,
+    frames: dict | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Run `signal` over [start, end) and store its findings and judgements; returns (series frame,
-    findings, judgements: which entities the signal could judge, and why not the others). `absent`: the
-    hour's `absent_gpus` when the caller has read them already (one read for all GPU signals of a step);
-    `frames`: the step's series frames so far (`series_frame`)."""
+    findings, judgements: which entities the signal could judge, and why not the others). `frames`: the
+    step's reads so far (`shared_read`)."""
     start, end = naive_utc(start), naive_utc(end)
     thresholds = dict(signal.thresholds) if thresholds is None else thresholds
-    frame = series_frame(con, signal.query, {"start": start, "end": end, **signal.query_params, **thresholds}, frames)
+    frame = shared_read(con, signal.query, {"start": start, "end": end, **signal.query_params, **thresholds}, frames)
     # episodes still open when the partition begins go on by the fault's own evidence (checks/episodes.py)
     carried = sql.frame(con, "detect/open_episodes", {"signal": signal.name, "start": start,
                                                       "grace_minutes": episodes.GRACE_MINUTES})
@@ -82,7 +81,8 @@ def evaluate_judged(
     # which entities the signal could judge, and why not the others (checks/judgement.py)
     judged = judgement.judge(frame, signal.name, signal.entity, signal.entity_column, thresholds)
     if signal.entity == "gpu":   # GPUs expected this hour without a sample in it (checks/judgement_absent.py)
-        judged = judgement_absent.with_absent_gpus(judged, absent if absent is not None else absent_gpus(con, start, end), "gpu")
+        absent = shared_read(con, "detect/absent_gpus", {"start": start, "end": end}, frames)
+        judged = judgement_absent.with_absent_gpus(judged, absent, "gpu")
     judged = judged.assign(signal=signal.name, partition_start=start)
     with transaction(con, new_findings=stored, new_evaluations=marks, new_clearings=cleared,
                      new_judgements=judged[list(judgement.JUDGEMENT_COLUMNS)]):
@@ -90,24 +90,19 @@ def evaluate_judged(
     return frame, findings, judged
 
 
-def series_frame(con: duckdb.DuckDBPyConnection, query: str, params: dict, frames: dict | None) -> pd.DataFrame:
-    """The series frame of `query`: read once per step for every signal that binds it to the same values
-    (`frames`, the step's reads so far; None reads it anyway): the six checkpoint-audit signals read one
-    frame, XID fatal and non-fatal another, the training-loss signals one per lookback they share. The
-    checks do not write what a frame reads, so a read stays valid for the step; each signal gets its own
-    copy."""
+def shared_read(con: duckdb.DuckDBPyConnection, query: str, params: dict, frames: dict | None) -> pd.DataFrame:
+    """`sql/<query>.sql`'s frame, read once per check step for every signal that binds it to the same values
+    (`frames`, the step's reads so far; None reads it anyway): the hour's absent GPUs once for the GPU
+    signals, the six checkpoint-audit signals one series frame, XID fatal and non-fatal another, the
+    training-loss signals one per lookback they share. The checks do not write what they read, so a read
+    stays valid for the step; each signal gets its own copy."""
     if frames is None:
         return sql.frame(con, query, params)
     values = sql.bound(query, params)
-    key = (query, repr(sorted(values.items())))
+    key = (query, repr(values))   # `bound` names them in order
     if key not in frames:
         frames[key] = sql.frame(con, query, values)
     return frames[key].copy()
-
-
-def absent_gpus(con: duckdb.DuckDBPyConnection, start: datetime, end: datetime) -> pd.DataFrame:
-    """GPUs expected in [start, end) that sent no sample in it (sql/detect/absent_gpus.sql)."""
-    return sql.frame(con, "detect/absent_gpus", {"start": naive_utc(start), "end": naive_utc(end)})
 
 
 def evaluate(
@@ -236,15 +231,12 @@ def build_checks(signals: list[Signal], name: str) -> dg.AssetChecksDefinition:
         selected = {key.name for key in context.selected_asset_check_keys}
         home = Path(warehouse.path).resolve().parent
         errors = []
-        absent = None   # read once for every GPU signal of the step: the checks do not write gpu_minutes
-        frames: dict = {}   # and each series frame once for the signals that share it (series_frame)
+        frames: dict = {}   # what the step's signals read alike, read once (shared_read)
         with warehouse.connect() as con:
             for signal in (s for s in signals if s.name in selected):
                 try:
                     chosen = thresholds.for_signal(signal.name, signal.thresholds, CATALOGUE)  # checked once per version
-                    if signal.entity == "gpu" and absent is None:
-                        absent = absent_gpus(con, window.start, window.end)
-                    frame, findings, judged = evaluate_judged(con, signal, window.start, window.end, chosen, absent, frames)
+                    frame, findings, judged = evaluate_judged(con, signal, window.start, window.end, chosen, frames)
                 except WarehouseLocked:
                     raise
                 except Exception as error:   # the other signals still run; the step fails after them
@@ -264,11 +256,16 @@ def build_check(signal: Signal) -> dg.AssetChecksDefinition:
     return build_checks([signal], signal.name)
 
 
-def _grouped() -> list[dg.AssetChecksDefinition]:
+def signals_by_step() -> dict[str, list[Signal]]:
+    """The detect job's check steps: per asset, its signals in registry order (one step each)."""
     by_asset: dict[str, list[Signal]] = defaultdict(list)
     for signal in REGISTRY:
         by_asset[signal.asset].append(signal)
-    return [build_checks(group, f"{asset}_checks") for asset, group in by_asset.items()]
+    return dict(by_asset)
+
+
+def _grouped() -> list[dg.AssetChecksDefinition]:
+    return [build_checks(group, f"{asset}_checks") for asset, group in signals_by_step().items()]
 
 
 CATALOGUE = {s.name: s.thresholds for s in REGISTRY}   # what thresholds.yaml may name

@@ -76,23 +76,30 @@ def in_window(frame: pd.DataFrame) -> pd.Series:
     return pd.Series(True, index=frame.index)
 
 
-def judge(frame: pd.DataFrame, signal_name: str, entity: str, entity_column: str,
-          thresholds: Mapping[str, float]) -> pd.DataFrame:
-    """One row per entity present in the window: minutes present, minutes judged, judged, and the
-    reason when none was (the need most of its minutes missed)."""
-    columns = ["entity_type", "entity_id", "minutes", "judged_minutes", "judged", "reason"]
+def row_needs(frame: pd.DataFrame, signal_name: str, entity: str, entity_column: str,
+              thresholds: Mapping[str, float]) -> pd.DataFrame:
+    """The window's rows that name an entity: `entity_id`, `minute`, and `failed`, the first need the row
+    misses (None when the signal could judge it)."""
     if frame.empty:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=["entity_id", "minute", "failed"])
     ids = entity_ids(frame, entity, entity_column)
     rows = in_window(frame) & ids.notna()
-    if not rows.any():
-        return pd.DataFrame(columns=columns)
     f = frame[rows]
     minute = nanoseconds(f["tick"]).dt.floor("min") if "tick" in f.columns else pd.Series(0, index=f.index)
     failed = pd.Series(None, dtype="object", index=f.index)
     for passes, reason in _needs(f, signal_name, thresholds):
         failed = failed.where(failed.notna() | passes.fillna(False).astype(bool), reason)
-    work = pd.DataFrame({"entity_id": ids[rows].astype(str), "minute": minute, "failed": failed})
+    return pd.DataFrame({"entity_id": ids[rows].astype(str), "minute": minute, "failed": failed})
+
+
+def judge(frame: pd.DataFrame, signal_name: str, entity: str, entity_column: str,
+          thresholds: Mapping[str, float]) -> pd.DataFrame:
+    """One row per entity present in the window: minutes present, minutes judged, judged, and the
+    reason when none was (the need most of its rows missed)."""
+    columns = ["entity_type", "entity_id", "minutes", "judged_minutes", "judged", "reason"]
+    work = row_needs(frame, signal_name, entity, entity_column, thresholds)
+    if work.empty:
+        return pd.DataFrame(columns=columns)
     present = work.groupby("entity_id", sort=True)["minute"].nunique()
     judged_minutes = (work[work["failed"].isna()].groupby("entity_id")["minute"].nunique()
                       .reindex(present.index, fill_value=0))

@@ -163,7 +163,7 @@ def test_quiet_on_healthy_runs_and_idle_gpus_between_runs(tmp_path, instance):
 
 def test_signals_sharing_their_sql_read_it_once_per_step_and_find_what_each_finds_alone(small_home, instance, monkeypatch):
     """A check step reads a series frame once for every signal that binds its SQL to the same values
-    (checks/asset_checks.py: series_frame): the six checkpoint-audit signals one read, XID fatal and
+    (checks/asset_checks.py: shared_read): the six checkpoint-audit signals one read, XID fatal and
     non-fatal one; input and prediction drift bind `kind` apart and read twice, as do signals whose
     lookbacks differ. What each signal finds is what it finds evaluated alone, with its own read."""
     from collections import Counter

@@ -102,15 +102,8 @@ def test_the_board_now_page_shows_what_the_latest_hour_could_not_judge(tmp_path)
 
 
 def _judge_one_by_one(frame, signal_name, entity, entity_column, thresholds):
-    """The per-entity reading judge() must equal (its first form, kept as the oracle)."""
-    ids = judgement.entity_ids(frame, entity, entity_column)
-    rows = judgement.in_window(frame) & ids.notna()
-    f = frame[rows]
-    minute = pd.to_datetime(f["tick"]).dt.floor("min")
-    failed = pd.Series(None, dtype="object", index=f.index)
-    for passes, reason in judgement._needs(f, signal_name, thresholds):
-        failed = failed.where(failed.notna() | passes.fillna(False).astype(bool), reason)
-    work = pd.DataFrame({"entity_id": ids[rows].astype(str), "minute": minute, "failed": failed})
+    """The per-entity reading judge() must equal (its first form, kept as the oracle), over the same rows."""
+    work = judgement.row_needs(frame, signal_name, entity, entity_column, thresholds)
     out = []
     for entity_id, g in work.groupby("entity_id", sort=True):
         judged_minutes = int(g.loc[g["failed"].isna(), "minute"].nunique())
