@@ -24,6 +24,7 @@ import duckdb
 import zstandard
 
 from orchestration import raw_watch, sql
+from orchestration.warehouse import duckdb_threads
 
 ZSTD_LEVEL = 6
 
@@ -48,7 +49,7 @@ def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, raw_days: flo
 
 
 def free_fraction(path: Path) -> float:
-    with duckdb.connect(str(path), read_only=True) as con:
+    with duckdb.connect(str(path), read_only=True, config=duckdb_threads()) as con:
         free, total = con.execute("SELECT free_blocks, total_blocks FROM pragma_database_size()").fetchone()
     return free / total if total else 0.0
 
@@ -60,7 +61,7 @@ def compact(path: Path, threshold: float = 1 / 3) -> tuple[int, int] | None:
     size_before = path.stat().st_size
     fresh = path.with_name(path.name + ".compact")
     fresh.unlink(missing_ok=True)
-    with duckdb.connect(str(path)) as con:   # holds the write lock while it copies
+    with duckdb.connect(str(path), config=duckdb_threads()) as con:   # holds the write lock while it copies
         con.execute("CHECKPOINT")
         con.execute(f"ATTACH '{fresh}' AS fresh")
         current = con.execute("SELECT current_database()").fetchone()[0]

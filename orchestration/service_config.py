@@ -17,6 +17,8 @@
       data_path: /shared/goodput/lake/   # ducklake: the Parquet files, on a path every worker mounts
       conflict_retries: 20        # ducklake: a commit conflict retries the write (backoff) this often
       snapshot_days: 7            # ducklake: the daily maintenance expires snapshots older than this
+      threads: 2                  # DuckDB's threads per query (default: one per core; a busy host may want
+                                  # fewer); GOODPUT_DUCKDB_THREADS in a process's environment decides over it
 
 The catalog's password is never in this file: libpq reads $PGPASSWORD (or ~/.pgpass).
 A key that is not one of these is an error naming the file and the key.
@@ -58,6 +60,7 @@ class WarehouseSettings(_Strict):
     data_path: str | None = None
     conflict_retries: int = Field(20, ge=0)
     snapshot_days: float = Field(7.0, gt=0)
+    threads: int | None = Field(None, ge=1)
 
     @model_validator(mode="after")
     def _lake_needs_catalog(self) -> WarehouseSettings:

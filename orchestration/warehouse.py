@@ -33,6 +33,7 @@ import contextlib
 import functools
 import hashlib
 import logging
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -51,6 +52,7 @@ from orchestration.warehouse_retry import WarehouseConflict, conflict_retries, i
 __all__ = ["POOL", "WarehouseResource", "WarehouseBusy", "WarehouseLocked", "WarehouseMissing", "WarehouseDamaged",
            "WarehouseConflict", "conflict_retries"]
 
+THREADS_ENV = "GOODPUT_DUCKDB_THREADS"
 ANALYST_CONFIG = {"enable_external_access": False}   # then, once the session is set up: lock_configuration
 
 
@@ -216,6 +218,9 @@ class WarehouseResource(dg.ConfigurableResource):
     """...then Dagster retries the step after this many seconds, with the slot freed meanwhile."""
     lock_retries: int = 60
     """Tries before the step fails (60 x 30 s: half an hour of an analyst's session)."""
+    threads: int = 0
+    """DuckDB's threads per query (`warehouse.threads`); 0: DuckDB's default, one per core. The environment's
+    GOODPUT_DUCKDB_THREADS, where set, decides for every process of a host (a busy host, a test run)."""
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         # Start-up check: a run killed while it held the pool slot must not block this one.
@@ -245,7 +250,7 @@ class WarehouseResource(dg.ConfigurableResource):
             path.parent.mkdir(parents=True, exist_ok=True)
         in_step = not read_only and wait_seconds is None
         con = self._open(path, read_only, self.lock_wait_seconds if wait_seconds is None else wait_seconds,
-                         ANALYST_CONFIG if analyst else None, self if in_step else None)
+                         {**(ANALYST_CONFIG if analyst else {}), **duckdb_threads(self.threads)}, self if in_step else None)
         try:
             con.execute("SET TimeZone = 'UTC'")
             if analyst:   # from here on no setting changes, external access above all
@@ -265,10 +270,11 @@ class WarehouseResource(dg.ConfigurableResource):
         """A connection to the process's DuckDB with the lake attached as its default catalog; no pool, no
         file lock: a commit conflict in a step becomes `WarehouseConflict` (the step is retried with backoff)."""
         if analyst:   # its settings are locked: a database of its own (lock_configuration is per database)
-            con, state = duckdb.connect(":memory:"), {"migrated": True}
+            con, state = duckdb.connect(":memory:", config=duckdb_threads(self.threads)), {"migrated": True}
             warehouse_lake.attach(con, self.catalog, self.data_path, read_only=True)
         else:
-            con, state = warehouse_lake.open_lake(self.catalog, self.data_path, read_only=read_only)
+            con, state = warehouse_lake.open_lake(self.catalog, self.data_path, read_only=read_only,
+                                                  config=duckdb_threads(self.threads))
         try:
             con.execute("SET TimeZone = 'UTC'")
             if not read_only and not state["migrated"]:   # once per process: the schema moves with the code
@@ -342,8 +348,22 @@ class WarehouseResource(dg.ConfigurableResource):
                 delay = min(delay * 2, 1.0)
 
 
+def duckdb_threads(configured: int = 0, environ=None) -> dict:
+    """DuckDB's `threads` setting for a new database: GOODPUT_DUCKDB_THREADS where the environment sets it, else
+    `configured` (service.yaml's `warehouse.threads`), else nothing (DuckDB's default: one thread per core). On a
+    busy host a query spread over every core competes with the host's own work, and the extra threads cost CPU
+    of their own (BENCHMARKS.md section 35: the test suite on 2 cores used 17% less CPU with one)."""
+    text = (os.environ if environ is None else environ).get(THREADS_ENV, "").strip()
+    if text:
+        if not text.isdigit() or int(text) < 1:
+            raise ValueError(f"{THREADS_ENV}={text!r}: set a whole number of threads (1 or more), or unset it")
+        return {"threads": int(text)}
+    return {"threads": configured} if configured > 0 else {}
+
+
 def warehouse_for(home: Path) -> WarehouseResource:
     """The warehouse of one Goodput home, as its service.yaml's `warehouse:` section chooses (default: the file)."""
     settings = load_service_settings(Path(home)).warehouse
     return WarehouseResource(path=str(warehouse_path(Path(home))), backend=settings.backend, catalog=settings.catalog or "",
-                             data_path=settings.data_path or "", conflict_retries=settings.conflict_retries)
+                             data_path=settings.data_path or "", conflict_retries=settings.conflict_retries,
+                             threads=settings.threads or 0)

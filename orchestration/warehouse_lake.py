@@ -115,16 +115,18 @@ _databases: dict[tuple[str, str, bool], tuple[int, duckdb.DuckDBPyConnection, di
 _databases_lock = threading.Lock()
 
 
-def open_lake(catalog: str, data_path: str, read_only: bool = False) -> tuple[duckdb.DuckDBPyConnection, dict]:
+def open_lake(catalog: str, data_path: str, read_only: bool = False,
+              config: dict | None = None) -> tuple[duckdb.DuckDBPyConnection, dict]:
     """A new connection (a cursor) to this process's DuckDB with the lake attached, and that database's
     state (`migrated`). Loading the two extensions costs ~1.7 s of CPU per DuckDB database: one
     database per process and lake, made anew in a forked child (a DuckDB database does not survive a
-    fork), shares it among all of the process's connections, each with its own transaction."""
-    key = (catalog, data_path, read_only)
+    fork), shares it among all of the process's connections, each with its own transaction. `config`: DuckDB
+    settings of that database when it is made (its threads)."""
+    key = (catalog, data_path, read_only, tuple(sorted((config or {}).items())))
     with _databases_lock:
         found = _databases.get(key)
         if found is None or found[0] != os.getpid():
-            database = duckdb.connect(":memory:")
+            database = duckdb.connect(":memory:", config=config or {})
             try:
                 attach(database, catalog, data_path, read_only=read_only)
             except BaseException:

@@ -61,6 +61,15 @@ def test_migrations_and_views_run_on_the_lake(lake, tmp_path):
         assert con.execute("SELECT count(*) FROM incidents").fetchone()[0] == 0
 
 
+def test_the_threads_setting_reaches_the_lake_s_connections(lake, monkeypatch):
+    """`warehouse.threads` (GOODPUT_DUCKDB_THREADS over it) is the lake's too: writers, readers and analysts."""
+    monkeypatch.delenv("GOODPUT_DUCKDB_THREADS", raising=False)
+    capped = lake.model_copy(update={"threads": 3})
+    for kind in ({}, {"read_only": True}, {"analyst": True}):
+        with capped.connect(**kind) as con:
+            assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 3
+
+
 def _replace(con, part: int, round_: int) -> None:
     con.execute("DELETE FROM quarantine WHERE line = $p", {"p": part})
     con.execute("INSERT INTO quarantine (source, partition_start, file, line, raw, reason) "
