@@ -61,6 +61,8 @@ def replace_series(con: duckdb.DuckDBPyConnection, source: str, names: tuple[str
             return {"recomputed_from": "nothing changed"}
         params = series_params(start, end, window_minutes, first)
         rows = {name: sql.run(con, f"baselines/{name}", params).fetchone()[0] for name in names}
+        if "run_minutes" in names:   # each run's first minute, kept beside its series (sql/baselines/run_starts.sql)
+            sql.run(con, "baselines/run_starts", {"start": start, "end": end})
         sql.run(con, "baselines/mark_clean", {"source": source, "start": start, "window_minutes": window_minutes})
     return {**rows, "recomputed_from": str(first)}
 

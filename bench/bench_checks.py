@@ -56,6 +56,8 @@ def main() -> int:
             with transaction(con):
                 written = sql.run(con, f"baselines/{name}", series_params(start, end, args.window_minutes)).fetchone()[0]
             rows.append({"stage": f"baseline {name}", "seconds": time.perf_counter() - t0, "rows/findings": written})
+        with transaction(con):   # the runs' first minutes, as the training baselines keep them
+            sql.run(con, "baselines/run_starts", {"start": start, "end": end})
         for family in sorted({s.family for s in REGISTRY}):
             signals = [s for s in REGISTRY if s.family == family]
             t0, found = time.perf_counter(), 0

@@ -1,7 +1,8 @@
 """A detect frame's cost against the history kept before its lookback (issue 15: history does not slow
 ticks). busy_not_progressing carries each run's last step from before its 6-hour lookback (raw step
 records, kept `retention.raw_days`); rank_dropout each rank of the run since its start, silent ones
-too (rank_minutes, kept `retention.minutes_days`). This times a signal's SQL on one ingested hour with 0
+too (rank_minutes, kept `retention.minutes_days`); memory_fragmentation and the run series' signals
+(step_time_regression) each run's first minute (run_minutes). This times a signal's SQL on one ingested hour with 0
 and with N more hours of its history before the lookback (copies of the hour, shifted back; the run's
 start moved before them), alternating, in CPU seconds of this process.
 
@@ -33,6 +34,10 @@ HOUR = pd.Timestamp("2026-11-30 00:00")
 HISTORY = {   # signal -> (tables copied back, with their time column)
     "busy_not_progressing": (("training_steps", "time"),),
     "rank_dropout": (("rank_minutes", "minute"), ("run_minutes", "minute")),
+    # a run's age (its first minute) for the warm-up: from the run's every minute before run_starts (migration 135)
+    # (their rank reads are bounded by the lookback either way: the run's minutes alone, for months of them)
+    "memory_fragmentation": (("run_minutes", "minute"),),
+    "step_time_regression": (("run_minutes", "minute"),),
 }
 
 
@@ -47,14 +52,16 @@ def with_history(source: str, target: Path, signal: str, hours: int) -> Path:
     shutil.copy(source, target)
     hour = {"s": HOUR, "e": HOUR + pd.Timedelta(hours=1)}
     with WarehouseResource(path=str(target)).connect() as con:
-        for k in range(hours):
-            shift = lookback_hours(signal) + 1 + k
-            for table, column in HISTORY[signal]:
-                con.execute(f"INSERT INTO {table} SELECT * REPLACE ({column} - INTERVAL {shift} HOUR AS {column}) "
-                            f"FROM {table} WHERE {column} >= $s AND {column} < $e", hour)
+        first = lookback_hours(signal) + 1
+        for table, column in HISTORY[signal]:   # the hour's rows once per hour of history, shifted back
+            con.execute(f"INSERT INTO {table} SELECT * EXCLUDE (k) REPLACE ({column} - to_hours(k) AS {column}) "
+                        f"FROM {table}, range({first}, {first + hours}) r(k) WHERE {column} >= $s AND {column} < $e", hour)
         if hours:
             con.execute(f"UPDATE lineage_events SET time = time - INTERVAL {lookback_hours(signal) + 1 + hours} HOUR "
                         "WHERE event = 'run_started'")
+            # the runs' first minutes as the training baselines keep them (migration 135)
+            con.execute("UPDATE run_starts SET first_minute = (SELECT min(minute) FROM run_minutes r "
+                        "WHERE r.run_id = run_starts.run_id)")
     return target
 
 

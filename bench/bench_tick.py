@@ -129,6 +129,8 @@ def _run(args, scenario, home: Path, rows: list, ticker: Ticker) -> dict:
             ticker.step()
             with transaction(con):
                 timed(rows, f"baseline {name}", lambda n=name: sql.run(con, f"baselines/{n}", params))
+        with transaction(con):   # the runs' first minutes, as the training baselines keep them
+            sql.run(con, "baselines/run_starts", params)
         for signal in REGISTRY:
             ticker.update(f"check {signal.name}")
             ticker.step()

@@ -13,6 +13,15 @@ def read(resources, query):
         return con.execute(query).df()
 
 
+def assert_run_starts_are_the_runs_first_minutes(resources, hour: str) -> None:
+    """run_starts (what the detect SQL reads for a run's age) holds each run's first minute in run_minutes,
+    whatever order the hours were computed in."""
+    kept = read(resources, "SELECT run_id, first_minute FROM run_starts ORDER BY run_id")
+    scanned = read(resources, "SELECT run_id, min(minute) AS first_minute FROM run_minutes GROUP BY run_id ORDER BY run_id")
+    pd.testing.assert_frame_equal(kept, scanned)
+    assert not kept.empty and str(kept["first_minute"].min()).startswith(hour)
+
+
 def test_run_minutes_follow_the_runs_own_clock(small_home, resources, instance):
     for key in HOURS:
         run_detect(small_home, key, instance)
@@ -39,6 +48,19 @@ def test_first_minutes_have_too_little_history(small_home, resources, instance):
     assert first.loc[0, "baseline_minutes"] == 0 and pd.isna(first.loc[0, "step_seconds_baseline"])
 
 
+def test_retention_keeps_a_run_s_start_while_any_of_its_minutes_are_kept(small_home, resources, instance):
+    from orchestration import sql
+
+    run_detect(small_home, HOURS[0], instance)
+    starts = "SELECT run_id, first_minute FROM run_starts"
+    with resources["warehouse"].connect() as con:
+        (first,) = con.execute(starts).fetchall()
+        sql.run(con, "maintenance/delete_minutes", {"minutes_before": pd.Timestamp("2026-11-30 00:30")})
+        assert con.execute(starts).fetchall() == [first]   # the run still started then, though its first minutes are gone
+        sql.run(con, "maintenance/delete_minutes", {"minutes_before": pd.Timestamp("2026-12-01")})
+        assert con.execute(starts).fetchall() == []
+
+
 def test_a_partition_reads_its_lookback_from_ingest_not_from_earlier_baselines(small_home, resources, instance):
     import dagster as dg
 
@@ -48,8 +70,11 @@ def test_a_partition_reads_its_lookback_from_ingest_not_from_earlier_baselines(s
         dg.materialize(ingest_assets, resources=resources, partition_key=key, instance=instance)
     run_detect(small_home, HOURS[1], instance)            # hour 1's baselines before hour 0's exist
     alone = read(resources, "SELECT * FROM run_minutes ORDER BY ALL")
+    assert_run_starts_are_the_runs_first_minutes(resources, "2026-11-30 01:")
     run_detect(small_home, HOURS[0], instance)
+    assert_run_starts_are_the_runs_first_minutes(resources, "2026-11-30 00:")   # moved back by the older hour
     run_detect(small_home, HOURS[1], instance)
+    assert_run_starts_are_the_runs_first_minutes(resources, "2026-11-30 00:")
     after = read(resources, f"SELECT * FROM run_minutes WHERE minute >= TIMESTAMP '{HOURS[1][:10]} 01:00' ORDER BY ALL")
     pd.testing.assert_frame_equal(alone, after)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from assets.baselines import series_params
+from assets.baselines import replace_series
 from checks import detectors_gpu as d
 from orchestration import sql
 from tests.detector_frames import LIMIT, T0, gpu_frame, th, warehouse_of
@@ -114,9 +114,8 @@ def test_the_detect_sql_carries_the_step_witness(every, detected_after):
     signal = th("gpu_busy_low_power")
     with warehouse_of(gpu_samples=_samples(onset), training_steps=_steps(onset, every)) as con:
         for start in (T0 - pd.Timedelta("1h"), T0):
-            window = {"start": start, "end": start + pd.Timedelta("1h"), "window_minutes": 30}
-            sql.run(con, "baselines/gpu_minutes", series_params(**window))
-            sql.run(con, "baselines/run_minutes", series_params(**window))
+            replace_series(con, "gpu_samples", ("gpu_minutes",), start, start + pd.Timedelta("1h"), 30, live=False)
+            replace_series(con, "training_steps", ("run_minutes",), start, start + pd.Timedelta("1h"), 30, live=False)
         f = sql.frame(con, "detect/gpu_busy_low_power", {"start": T0, "end": T0 + pd.Timedelta("1h"), **signal})
     assert f["log_interval_seconds"].iloc[0] == pytest.approx(every, rel=0.05)
     (found,) = d.gpu_busy_low_power(f, signal).to_dict("records")

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import checks.signals  # noqa: F401  (registers the signals)
-from assets.baselines import series_params
+from assets.baselines import replace_series
 from checks.registry import REGISTRY
 from orchestration import sql
 from tests.detector_frames import warehouse_of
@@ -43,9 +43,8 @@ def _findings(ranks: int, straggle: float, regression: float) -> pd.DataFrame:
     with warehouse_of(training_steps=steps) as con:
         for hour in range(3):
             start = T0 + pd.Timedelta(hours=hour)
-            window = {"start": start, "end": start + pd.Timedelta(hours=1), "window_minutes": 30}
-            sql.run(con, "baselines/rank_minutes", series_params(**window))
-            sql.run(con, "baselines/run_minutes", series_params(**window))
+            replace_series(con, "training_steps", ("run_minutes", "rank_minutes"), start, start + pd.Timedelta(hours=1), 30,
+                           live=False)
         start = T0 + pd.Timedelta(hours=2)
         minutes = sql.frame(con, "detect/training_run_minutes",
                             {"start": start, "end": start + pd.Timedelta(hours=1), **thresholds})

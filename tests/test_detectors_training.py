@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import checks.signals  # noqa: F401  (registers the signals)
-from assets.baselines import series_params
+from assets.baselines import replace_series
 from checks.registry import FINDING_COLUMNS, REGISTRY
 from tests.detector_frames import warehouse_of
 
@@ -484,7 +484,7 @@ def _mixed_speed_findings(pace_after: float, crossing: bool) -> pd.DataFrame:
     with warehouse_of(training_steps=steps) as con:
         for hour in range(3):
             start = T0 + pd.Timedelta(hours=hour)
-            sql.run(con, "baselines/run_minutes", series_params(start, start + pd.Timedelta(hours=1), 30))
+            replace_series(con, "training_steps", ("run_minutes",), start, start + pd.Timedelta(hours=1), 30, live=False)
         start = T0 + pd.Timedelta(hours=2)
         minutes = sql.frame(con, "detect/training_run_minutes",
                             {"start": start, "end": start + pd.Timedelta(hours=1), **thresholds})

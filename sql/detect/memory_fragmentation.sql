@@ -22,7 +22,7 @@ WITH runs AS (
     LEFT JOIN gpu_memory g USING (host, gpu_index)
     WHERE r.minute >= $start - to_seconds(60 * $lookback_minutes) AND r.minute < $end
 ), first_seen AS (   -- when each run first reported: its allocator warms up in the first minutes
-    SELECT run_id, min(minute) AS first_minute FROM run_minutes SEMI JOIN runs USING (run_id) GROUP BY run_id
+    SELECT run_id, first_minute FROM run_starts SEMI JOIN runs USING (run_id)
 ), placement AS (
     SELECT run_id,
            list(DISTINCT host ORDER BY host) FILTER (WHERE host IS NOT NULL AND minute >= $start) AS hosts,

@@ -11,7 +11,7 @@
 WITH runs AS (
     SELECT DISTINCT run_id FROM run_minutes WHERE minute >= $start AND minute < $end
 ), first_seen AS (   -- each run's first minute: warm-up is judged by the run's age
-    SELECT run_id, min(minute) AS first_minute FROM run_minutes SEMI JOIN runs USING (run_id) GROUP BY run_id
+    SELECT run_id, first_minute FROM run_starts SEMI JOIN runs USING (run_id)
 ), placement AS (
     SELECT run_id,
            list(DISTINCT host ORDER BY host) FILTER (WHERE host IS NOT NULL) AS hosts,

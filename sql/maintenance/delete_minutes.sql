@@ -4,6 +4,7 @@
 -- marks only before the oldest finding kept (so a kept incident resolves as before); incidents and
 -- transitions follow at the next fold, which folds what is left.
 DELETE FROM run_minutes WHERE minute < $minutes_before;
+DELETE FROM run_starts s WHERE NOT EXISTS (SELECT 1 FROM run_minutes m WHERE m.run_id = s.run_id);
 DELETE FROM rank_minutes WHERE minute < $minutes_before;
 DELETE FROM gpu_minutes WHERE minute < $minutes_before;
 DELETE FROM serving_minutes WHERE minute < $minutes_before;
