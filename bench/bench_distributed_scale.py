@@ -2,12 +2,14 @@
 the DuckDB file, and the per-shard costs that project it to 16,384 and 100,000 GPUs.
 
     python bench/bench_distributed_scale.py [--root DIR] [--repeats 1] [--parts workers,lake] [--out FILE.json]
+    python bench/bench_distributed_scale.py --from-json FILE.json [MORE.json]     # the tables again
 
 Simulates `bench/scenarios/scale_4096.yaml` (512 hosts x 8 GPUs, one hour, ~4.4 GB of JSONL) once into
 ROOT/template (kept and reused when it is there: a folder on disk, not /dev/shm), then measures its hour in
 fresh homes whose raw zone is a hard-linked copy of the template's, each home in fresh processes
 (bench/scale_run.py: a `prepare` process creates and migrates the warehouse, a second one runs the hour's
-`detect` twice, the second run replacing the partition the first wrote):
+`detect` twice: the first run ingests the hour; the second finds its files unchanged, ingests nothing and
+recomputes its baselines and checks, as a live re-run of an hour with no new data does):
 
 - `workers`: the distributed stack (Dagster and the DuckLake catalog in PostgreSQL, data under the home,
   steps on Celery workers through Redis; a fresh PostgreSQL and Redis on loopback per home) with 1 and
@@ -129,12 +131,16 @@ def main() -> int:
     parser.add_argument("--scenario", default=str(SCENARIO))
     parser.add_argument("--root", help="the folder for the template and the homes (default: a new one under /var/tmp)")
     parser.add_argument("--repeats", type=int, default=1, help="side-by-side pairs of each part, order alternated")
+    parser.add_argument("--first-repeat", type=int, default=0, help="number the repeats from here (a later invocation)")
     parser.add_argument("--parts", default="workers,lake", help="workers (1 vs 2 Celery workers), lake (lake vs file)")
     parser.add_argument("--out", help="also write every measurement as JSON here")
-    parser.add_argument("--from-json", help="print the tables of an earlier --out file and exit")
+    parser.add_argument("--from-json", nargs="+", help="print the tables of earlier --out files (their homes together) and exit")
     args = parser.parse_args()
     if args.from_json:
-        print(report(json.loads(Path(args.from_json).read_text())))
+        data = [json.loads(Path(f).read_text()) for f in args.from_json]
+        data[0]["homes"] = [h for d in data for h in d["homes"]]
+        data[0]["finished"], data[0]["load_end"] = data[-1].get("finished"), data[-1].get("load_end")
+        print(report(data[0]))
         return 0
     from orchestration.partitions import hour_keys
     from simulator import load_scenario
@@ -147,7 +153,7 @@ def main() -> int:
             "hour": key, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_start": os.getloadavg(),
             "raw": simulate_once(Path(args.scenario), root / "template"), "homes": []}
     parts = args.parts.split(",")
-    for repeat in range(args.repeats):
+    for repeat in range(args.first_repeat, args.first_repeat + args.repeats):
         flip = repeat % 2 == 1
         if "workers" in parts:
             for workers in ((2, 1) if flip else (1, 2)):
