@@ -65,6 +65,11 @@ def _ratios(homes: list[dict], a: str, b: str, name: str) -> list[dict]:
             rows.append({"repeat": repeat, "run": RUNS[i - 1], f"wall {name}": f"{rb['wall_s'] / ra['wall_s']:.2f}",
                          f"CPU {name}": f"{rb['cpu_s'] / ra['cpu_s']:.2f}",
                          f"CPU incl. PostgreSQL + Redis {name}": f"{_with_services(rb) / _with_services(ra):.2f}"})
+    for run in RUNS:   # the median of each column over the repeats, per run
+        mine = [r for r in rows if r["run"] == run and r["repeat"] != "median"]
+        if len(mine) > 1:
+            rows.append({"repeat": "median", "run": run, **{c: f"{statistics.median(float(r[c]) for r in mine):.2f}"
+                                                           for c in mine[0] if c not in ("repeat", "run")}})
     return rows
 
 
