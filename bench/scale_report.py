@@ -101,7 +101,9 @@ def per_shard(data: dict) -> dict:
     homes, k = data["homes"], data["gpus"] / SHARD
     out: dict = {"k": k, "raw_bytes_hour": data["raw"]["raw_bytes"] / k}
     for i, run in enumerate(RUNS):
-        med = lambda field, kind="distributed", i=i: _median(homes, kind, i, field, workers=1 if kind == "distributed" else None)  # noqa: E731
+        def med(field, kind: str = "distributed", i: int = i) -> float | None:
+            return _median(homes, kind, i, field, workers=1 if kind == "distributed" else None)
+
         d1 = med(lambda r: r["cpu_s"])
         if d1 is None:
             return out

@@ -1,6 +1,7 @@
 """One measured home for bench/bench_distributed_scale.py, in a fresh process: the same hour's `detect` run
-twice (a first run in this fresh process or on fresh workers, then a second one that replaces the
-partition), with wall, CPU and what each run added to the warehouse. Prints one JSON line.
+twice (the first ingests the hour, in this fresh process or on fresh workers; the second finds the hour's
+files unchanged, ingests nothing and recomputes its baselines and checks), with wall, CPU and what each run
+added to the warehouse and the lake's catalog. Prints one JSON line.
 
     python bench/scale_run.py prepare     HOME [--pg PORT]            # create and migrate the warehouse
     python bench/scale_run.py embedded    HOME KEY [--pg PORT]        # in-process executor; --pg: the lake
