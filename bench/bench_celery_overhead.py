@@ -22,16 +22,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from orchestration.distributed import DAGSTER_DB, LAKE_DB  # noqa: E402
-from orchestration.local_services import LocalPostgres, LocalRedis  # noqa: E402
-
-STEPS = """
-SELECT run_id, step_key,
-       min(timestamp) FILTER (WHERE dagster_event_type = 'ENGINE_EVENT' AND event LIKE '%Submitting celery task%') AS submitted,
-       min(timestamp) FILTER (WHERE dagster_event_type = 'STEP_START') AS started,
-       max(timestamp) FILTER (WHERE dagster_event_type = 'STEP_SUCCESS') AS succeeded
-FROM event_logs WHERE step_key IS NOT NULL GROUP BY run_id, step_key
-"""
+from bench.distributed_common import local_stack, p50_p90_max, step_times  # noqa: E402
 
 
 def demo(home: Path, scenario: str, hours: int, *extra: str) -> float:
@@ -46,8 +37,6 @@ def demo(home: Path, scenario: str, hours: int, *extra: str) -> float:
 
 
 def main() -> int:
-    import psycopg2
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", default=str(REPO / "simulator" / "scenarios" / "small.yaml"))
     parser.add_argument("--hours", type=int, default=1)
@@ -55,23 +44,14 @@ def main() -> int:
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="goodput-bench-celery-"))
     embedded = demo(root / "embedded", args.scenario, args.hours)
-    with LocalPostgres(root / "postgres") as pg, LocalRedis(root / "redis") as redis:
-        for name in (LAKE_DB, DAGSTER_DB):
-            pg.create_database(name)
+    with local_stack(root / "services") as (pg, redis):
         distributed = demo(root / "distributed", args.scenario, args.hours, "--deployment", "distributed",
                            "--workers", str(args.workers), "--postgres", f"127.0.0.1:{pg.port}", "--redis", redis.url)
-        with psycopg2.connect(host="127.0.0.1", port=pg.port, user=pg.user, dbname=DAGSTER_DB) as con, con.cursor() as cur:
-            cur.execute(STEPS)
-            steps = pd.DataFrame(cur.fetchall(), columns=[c.name for c in cur.description])
-    steps = steps.dropna(subset=["submitted", "started", "succeeded"])
-    steps["dispatch_s"] = (steps["started"] - steps["submitted"]).dt.total_seconds()
-    steps["step_s"] = (steps["succeeded"] - steps["started"]).dt.total_seconds()
+        steps = step_times(pg)
     table = pd.DataFrame({
         "steps on Celery": [len(steps)],
-        "dispatch p50 / p90 / max, s": [f"{steps['dispatch_s'].median():.2f} / {steps['dispatch_s'].quantile(0.9):.2f} / "
-                                        f"{steps['dispatch_s'].max():.2f}"],
-        "step p50 / p90 / max, s": [f"{steps['step_s'].median():.2f} / {steps['step_s'].quantile(0.9):.2f} / "
-                                    f"{steps['step_s'].max():.2f}"],
+        "dispatch p50 / p90 / max, s": [p50_p90_max(steps["dispatch_s"])],
+        "step p50 / p90 / max, s": [p50_p90_max(steps["step_s"])],
         "dispatch total / step total, s": [f"{steps['dispatch_s'].sum():.1f} / {steps['step_s'].sum():.1f}"],
         "demo wall embedded / distributed, s": [f"{embedded:.1f} / {distributed:.1f}"],
     })

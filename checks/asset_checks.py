@@ -28,6 +28,7 @@ from orchestration.board_links import BoardResource, report_link
 from orchestration.partitions import hourly, naive_utc
 from orchestration.thresholds import ThresholdsResource
 from orchestration.warehouse import POOL, WarehouseLocked, WarehouseResource, transaction
+from orchestration.warehouse_retry import is_conflict
 
 # Partitioned asset checks are "preview" in Dagster 1.13; they are what hourly checks need.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
@@ -240,6 +241,8 @@ def build_checks(signals: list[Signal], name: str) -> dg.AssetChecksDefinition:
                 except WarehouseLocked:
                     raise
                 except Exception as error:   # the other signals still run; the step fails after them
+                    if is_conflict(error):   # a lake commit conflict (rolled back whole): connect() retries the step
+                        raise
                     context.log.error(f"{signal.name}: {type(error).__name__}: {error}")
                     errors.append((signal.name, error))
                     continue

@@ -182,3 +182,33 @@ def test_the_board_reads_a_lake_home_and_sees_each_new_commit(lake, tmp_path):
                     "VALUES ('board', TIMESTAMP '2026-11-30 00:00:00', 'b', 1, 'x', 'board test')")
     after, newer = quarantined()
     assert after == before + 1 and newer[2] > version[2]
+
+
+def test_a_conflict_in_a_check_step_retries_the_step(lake, tmp_path, monkeypatch):
+    """A signal whose findings' commit meets a lake conflict is not a signal that "could not be evaluated"
+    (which failed the step, and the run): the conflict reaches the step's connection and the step is
+    retried. Seen with 2 Celery workers, two check steps committing findings at once (BENCHMARKS.md 34)."""
+    import dagster as dg
+
+    from assets.ingest import ingest_assets
+    from checks import asset_checks
+    from checks.registry import REGISTRY
+    from orchestration.definitions import resources_for
+
+    evaluate, calls = asset_checks.evaluate_judged, []
+
+    def first_commit_conflicts(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise duckdb.TransactionException("Failed to commit: Failed to commit DuckLake transaction. Transaction "
+                                              "conflict - another transaction has deleted inlined data from it")
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(asset_checks, "evaluate_judged", first_commit_conflicts)
+    (tmp_path / "raw").mkdir()
+    resources = {**resources_for(tmp_path), "warehouse": lake}
+    result = dg.materialize([*ingest_assets, asset_checks.build_check(REGISTRY.get("busy_not_progressing"))],
+                            resources=resources, partition_key="2026-11-30-05:00", raise_on_error=False)
+    assert result.success and len(calls) == 2
+    retried = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY]
+    assert [e.step_key for e in retried] == ["busy_not_progressing"] and "conflict" in str(retried[0].event_specific_data)
