@@ -96,17 +96,19 @@ def _episodes(group: pd.DataFrame, gap: pd.Timedelta):
 PARTITION = pd.Timedelta(hours=1)   # orchestration/partitions.py: one partition per UTC hour
 
 
-def evaluated_spans(evaluations: pd.DataFrame, window_seconds: float) -> dict[str, list[tuple[pd.Timestamp, pd.Timestamp]]]:
+def evaluated_spans(evaluations: pd.DataFrame, window_seconds: float,
+                    horizon=None) -> dict[str, list[tuple[pd.Timestamp, pd.Timestamp]]]:
     """Per signal, the merged stretches of data time it has evaluated ([partition start, evaluated until]).
 
     A partition evaluated with nothing to look at (no entity: the run ended) has no `evaluated_until`;
     it counts as evaluated and clean for its whole hour once some signal has evaluated data past its
-    end, so an incident at the end of a run still resolves."""
+    end, so an incident at the end of a run still resolves. `horizon`: the latest `evaluated_until` of
+    every mark, when `evaluations` holds only some (the incremental fold reads those near its groups)."""
     spans: dict[str, list[tuple[pd.Timestamp, pd.Timestamp]]] = {}
     if evaluations.empty:
         return spans
     slack = pd.Timedelta(seconds=window_seconds)   # a partition evaluated to its last tick abuts the next one
-    horizon = evaluations["evaluated_until"].max()
+    horizon = evaluations["evaluated_until"].max() if horizon is None else horizon
     marks = evaluations.copy()
     empty = marks["evaluated_until"].isna()
     if pd.notna(horizon):
@@ -174,11 +176,12 @@ def fold(findings: pd.DataFrame, evaluations: pd.DataFrame, lifecycle: Lifecycle
 
 
 def fold_groups(findings: pd.DataFrame, evaluations: pd.DataFrame, lifecycle: Lifecycle = Lifecycle(),
-                registry: SignalRegistry = REGISTRY, clearings: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                registry: SignalRegistry = REGISTRY, clearings: pd.DataFrame | None = None,
+                horizon=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The per-(signal, entity) part of the fold: each group's incidents (not yet correlated or
     triaged) and transitions; a group's rows depend on its findings, its clearings and its signal's
     evaluations only (assets/incidents_incremental.py folds only the groups that changed)."""
-    spans = evaluated_spans(evaluations, lifecycle.window_seconds)
+    spans = evaluated_spans(evaluations, lifecycle.window_seconds, horizon)
     incidents, transitions = [], []
     if findings.empty:
         return pd.DataFrame(columns=list(INCIDENT_COLUMNS)), pd.DataFrame(columns=list(TRANSITION_COLUMNS))

@@ -1,0 +1,7 @@
+-- Stored incidents (fold_incidents) whose span comes within reach of one of the registered `frontier`
+-- rows (lo = onset - the correlation window, hi = last_seen + it) and that share a run, GPU or host
+-- with it: the candidates for a correlation edge (assets/correlation.py linked decides).
+SELECT DISTINCT i.*
+FROM fold_incidents i
+JOIN frontier f ON i.onset <= f.hi AND i.last_seen >= f.lo
+WHERE i.run_id = f.run_id OR list_has_any(i.gpus, f.gpus) OR list_has_any(i.hosts, f.hosts);

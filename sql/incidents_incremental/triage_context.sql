@@ -1,0 +1,11 @@
+-- Stored incidents (fold_incidents) the triage of the registered serving and quality incidents `xs`
+-- looks at (assets/triage.py classify): a GPU incident without a run on one of its hosts, or a
+-- capacity incident on its endpoint, overlapping it (onset - slack .. last_seen: lo, hi); and
+-- every incident of its signal on its endpoint (an earlier version's).
+SELECT DISTINCT i.*
+FROM fold_incidents i
+JOIN xs x
+  ON (i.family = 'gpu' AND i.run_id IS NULL AND list_has_any(i.hosts, x.hosts) AND i.onset <= x.hi AND i.last_seen >= x.lo)
+  OR (i.signal IN ('serving_queue_growth', 'serving_batch_saturation') AND coalesce(nullif(i.endpoint, ''), i.entity_id) = x.ep
+      AND i.onset <= x.hi AND i.last_seen >= x.lo)
+  OR (i.signal = x.signal AND coalesce(nullif(i.endpoint, ''), i.entity_id) = x.ep);
