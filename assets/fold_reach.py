@@ -34,7 +34,7 @@ from orchestration import sql
 
 KEY = ["signal", "entity_type", "entity_id"]
 INDEX_COLUMNS = ["incident_id", *KEY, "pos", "family", "onset", "last_seen", "run_id", "hosts", "gpus",
-                 "endpoint", "model_version", "correlation_id"]
+                 "endpoint", "model_version", "correlation_id", "digest"]
 
 
 def query(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None, **frames) -> pd.DataFrame:

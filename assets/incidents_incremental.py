@@ -184,10 +184,27 @@ def _fold_groups(con, dirty: pd.DataFrame, seen_now: pd.DataFrame, lifecycle, ho
     return findings, *full.fold_groups(findings, evaluations, lifecycle, REGISTRY, clearings, horizon=horizon)
 
 
-def _index(incidents: pd.DataFrame, correlation_ids: dict) -> pd.DataFrame:
+def _plain(v):
+    """A value as its content (a missing rank is NaN in one frame and None in another)."""
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return tuple(_plain(x) for x in v)
+    if v is None or v is pd.NaT or (isinstance(v, float) and np.isnan(v)):
+        return None
+    if isinstance(v, np.generic):
+        return _plain(v.item())
+    return pd.Timestamp(v).isoformat() if isinstance(v, (pd.Timestamp, np.datetime64)) else v
+
+
+def _index(incidents: pd.DataFrame, transitions: pd.DataFrame) -> pd.DataFrame:
+    """The index rows of freshly folded incidents, each with a digest of its row and transitions."""
     out = incidents.copy()
     out["pos"] = out.groupby(KEY, sort=False).cumcount()
-    out["correlation_id"] = out["incident_id"].map(correlation_ids)
+    steps: dict = {}
+    for row in transitions.itertuples(index=False):
+        steps.setdefault(row.incident_id, []).append(tuple(map(_plain, row)))
+    columns = [c for c in full.INCIDENT_COLUMNS if c != "correlation_id"]
+    out["digest"] = [hashlib.sha1(repr((tuple(map(_plain, r)), steps.get(r[0], []))).encode()).hexdigest()[:16]
+                     for r in out[columns].itertuples(index=False)]
     return as_index(out)
 
 
@@ -245,9 +262,15 @@ def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
     versions_changed = _changed(versions_now, was, ["endpoint", "model_version", "digest"])
     # 1. the groups that changed, folded again
     findings, incidents, transitions = _fold_groups(con, dirty, seen_now, lifecycle, horizon)
-    old = as_index(query(con, "group_incidents", dirty_groups=dirty))
-    new = _index(incidents, {})
+    states = _states(incidents, transitions)
+    before = as_index(query(con, "group_incidents", dirty_groups=dirty))
+    after = _index(incidents, transitions)
+    # only the incidents whose rows or transitions the refold changed (or that it added or dropped) go on
+    same = set(zip(before["incident_id"], before["digest"])) & set(zip(after["incident_id"], after["digest"]))
+    old, new = (frame.loc[np.array([k not in same for k in zip(frame["incident_id"], frame["digest"])], dtype=bool)]
+                .reset_index(drop=True) for frame in (before, after))
     replaced = set(old["incident_id"])
+    incidents = incidents[incidents["incident_id"].isin(set(new["incident_id"]))]
     # 2. correlation and triage where they can change
     reach, correlation_ids = fold_reach.correlation_reach(con, new, old, lifecycle.gap)
     new["correlation_id"] = new["incident_id"].map(correlation_ids)
@@ -277,10 +300,11 @@ def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
         "gone_ids": pd.DataFrame({"incident_id": gone}, dtype=object),
         "new_incidents": new_incidents.reindex(columns=list(full.INCIDENT_COLUMNS)),
         "gone_transitions": pd.DataFrame({"incident_id": sorted(replaced)}, dtype=object),
-        "new_transitions": transitions.reindex(columns=list(full.TRANSITION_COLUMNS)),
+        "new_transitions": transitions[transitions["incident_id"].isin(set(new["incident_id"]))].reindex(
+            columns=list(full.TRANSITION_COLUMNS)),
         "index_gone": pd.DataFrame({"incident_id": sorted(replaced | set(reach["incident_id"]))}, dtype=object),
         "new_index": pd.concat([new, reach], ignore_index=True).reindex(columns=INDEX_COLUMNS),
-        "refolded_groups": dirty, "new_states": _states(incidents, transitions),
+        "refolded_groups": dirty, "new_states": states,
         "marked": marked, "new_seen": seen_now, "new_evaluations": evaluations_now,
         "new_checkpoints": checkpoints, "new_versions": versions_now,
         "new_meta": pd.DataFrame({"config": [config], "horizon": [horizon]}),
@@ -296,7 +320,8 @@ def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
             con.unregister(name)
     return {"whole": whole, "partitions_marked": len(marked), "groups_folded": len(dirty), "findings_folded": len(findings),
             "groups": [tuple(g) for g in dirty[KEY].itertuples(index=False)],
-            "incidents_folded": len(incidents), "correlated": len(new) + len(reach), "triaged": len(targets),
+            "incidents_folded": len(after), "incidents_changed": len(new) + len(replaced - set(new["incident_id"])),
+            "correlated": len(new) + len(reach), "triaged": len(targets),
             "incidents_written": len(new_incidents), "versions_changed": len(versions_changed)}
 
 

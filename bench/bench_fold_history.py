@@ -75,10 +75,10 @@ def build(source: str, target: str, days: int) -> dict:
                 _copy(con, table, day, runs)
             for extra in range(1, DAY_HOURS - len(hours) + 1):   # the rest of the day: evaluated, nothing found
                 _copy(con, "evaluations", day, runs, f"partition_start = TIMESTAMP '{last}'", extra)
+            path = _renamed("checkpoint_path", runs, day)
             con.execute(f"INSERT INTO lineage_events SELECT * REPLACE (time + INTERVAL {day} DAY AS time, "
                         f"{_renamed('run_id', runs, day)} AS run_id, "
-                        f"CASE WHEN checkpoint_path IS NULL THEN NULL ELSE {_renamed('checkpoint_path', runs, day)} END AS checkpoint_path) "
-                        f"FROM src_lineage")
+                        f"CASE WHEN checkpoint_path IS NULL THEN NULL ELSE {path} END AS checkpoint_path) FROM src_lineage")
         sizes = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in SHIFTED}
     return {"hours": [str(h) for h in hours], "runs": runs, **sizes}
 
@@ -188,7 +188,8 @@ def main() -> int:
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=REPO, capture_output=True)
         shutil.rmtree(scratch, ignore_errors=True)
-    print("| days | findings | incidents | base CPU-s / tick | this CPU-s / tick | groups refolded a tick | base state fold | this state fold |")
+    print("| days | findings | incidents | base CPU-s / tick | this CPU-s / tick | groups refolded a tick "
+          "| base state fold | this state fold |")
     print("|--:|--:|--:|--:|--:|--:|--:|--:|")
     for r in rows:
         print(f"| {r['days']} | {r['findings']:,} | {r['incidents']:,} | {r['base_tick_cpu_s']:.3f} | {r['this_tick_cpu_s']:.3f} "

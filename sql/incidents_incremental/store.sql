@@ -24,7 +24,8 @@ DELETE FROM fold_incidents WHERE incident_id IN (SELECT incident_id FROM index_g
 INSERT INTO fold_incidents BY NAME
 SELECT incident_id, signal, entity_type, entity_id, pos::INTEGER AS pos, family, onset::TIMESTAMP AS onset,
        last_seen::TIMESTAMP AS last_seen, run_id::VARCHAR AS run_id, hosts::VARCHAR[] AS hosts, gpus::VARCHAR[] AS gpus,
-       endpoint::VARCHAR AS endpoint, model_version::VARCHAR AS model_version, correlation_id::VARCHAR AS correlation_id
+       endpoint::VARCHAR AS endpoint, model_version::VARCHAR AS model_version, correlation_id::VARCHAR AS correlation_id,
+       digest
 FROM new_index;
 DELETE FROM fold_state s
 WHERE EXISTS (SELECT 1 FROM refolded_groups g WHERE g.signal = s.signal AND g.entity_type = s.entity_type AND g.entity_id = s.entity_id);

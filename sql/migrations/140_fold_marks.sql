@@ -30,8 +30,8 @@ CREATE TABLE fold_evaluations (
 );
 
 -- Per incident, what correlation and triage read of it, before triage (triage rewrites run_id),
--- with its group, its place in the group and its correlation id: the fold finds the incidents a
--- change can reach here without reading every incident.
+-- with its group, its place in the group, its correlation id and a digest: the fold finds the
+-- incidents a change can reach here without reading every incident.
 CREATE TABLE fold_incidents (
     incident_id                   VARCHAR   NOT NULL,
     signal                        VARCHAR   NOT NULL,
@@ -46,7 +46,8 @@ CREATE TABLE fold_incidents (
     gpus                          VARCHAR[],
     endpoint                      VARCHAR,
     model_version                 VARCHAR,
-    correlation_id                VARCHAR
+    correlation_id                VARCHAR,
+    digest                        VARCHAR   NOT NULL   -- of its row and transitions before triage: did a refold change it?
 );
 
 -- The checkpoint lineage a finding's checkpoint comes from (sql/incidents/findings.sql), and the
