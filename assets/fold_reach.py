@@ -34,7 +34,8 @@ from orchestration import sql
 
 KEY = ["signal", "entity_type", "entity_id"]
 INDEX_COLUMNS = ["incident_id", *KEY, "pos", "family", "onset", "last_seen", "run_id", "hosts", "gpus",
-                 "endpoint", "model_version", "correlation_id", "digest"]
+                 "endpoint", "model_version", "correlation_id", "digest", "episode", "members", "opened",
+                 "last_detected", "cleared_at", "folded"]
 
 
 def query(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None, **frames) -> pd.DataFrame:
@@ -51,7 +52,7 @@ def query(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None,
 def as_index(rows: pd.DataFrame) -> pd.DataFrame:
     """Index rows with Python lists (DuckDB reads lists as arrays; triage's rules test them for truth)."""
     out = rows.reindex(columns=INDEX_COLUMNS).copy()
-    for column in ("hosts", "gpus"):
+    for column in ("hosts", "gpus", "members"):
         out[column] = [list(v) if v is not None and not (isinstance(v, float) and pd.isna(v)) else [] for v in out[column]]
     out["run_id"] = [v if isinstance(v, str) else None for v in out["run_id"]]
     for column in ("endpoint", "model_version", "correlation_id"):

@@ -177,10 +177,11 @@ def fold(findings: pd.DataFrame, evaluations: pd.DataFrame, lifecycle: Lifecycle
 
 def fold_groups(findings: pd.DataFrame, evaluations: pd.DataFrame, lifecycle: Lifecycle = Lifecycle(),
                 registry: SignalRegistry = REGISTRY, clearings: pd.DataFrame | None = None,
-                horizon=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                horizon=None, earlier: Mapping | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The per-(signal, entity) part of the fold: each group's incidents (not yet correlated or
     triaged) and transitions; a group's rows depend on its findings, its clearings and its signal's
-    evaluations only (assets/incidents_incremental.py folds only the groups that changed)."""
+    evaluations only (assets/incidents_incremental.py folds only the groups that changed, from the
+    first episode a change can reach: `earlier` gives, per group key, the episodes before it)."""
     spans = evaluated_spans(evaluations, lifecycle.window_seconds, horizon)
     incidents, transitions = [], []
     if findings.empty:
@@ -193,7 +194,8 @@ def fold_groups(findings: pd.DataFrame, evaluations: pd.DataFrame, lifecycle: Li
     for (signal_name, entity_type, entity_id), group in findings.groupby(
             ["signal", "incident_entity_type", "incident_entity_id"], sort=True):
         inc, trans = fold_group(registry.get(signal_name), entity_type, entity_id, group,
-                                spans.get(signal_name, []), cleared.get((signal_name, entity_type, entity_id)), lifecycle)
+                                spans.get(signal_name, []), cleared.get((signal_name, entity_type, entity_id)), lifecycle,
+                                (earlier or {}).get((signal_name, entity_type, entity_id)))
         incidents.extend(inc)
         transitions.extend(trans)
     return pd.DataFrame(incidents, columns=list(INCIDENT_COLUMNS)), pd.DataFrame(transitions, columns=list(TRANSITION_COLUMNS))
@@ -225,10 +227,12 @@ ORDER = ["detected_at", "partition_start", "entity_id", "onset"]
 
 
 def fold_group(signal, entity_type: str, entity_id: str, group: pd.DataFrame, spans, clearings: pd.DataFrame | None,
-               lifecycle: Lifecycle = Lifecycle()) -> tuple[list[dict], list[dict]]:
+               lifecycle: Lifecycle = Lifecycle(), earlier=None) -> tuple[list[dict], list[dict]]:
     """The incidents and transitions of one (signal, entity) group: a pure function of the group's
-    findings, its clearings and the signal's evaluated spans (`evaluated_spans(...)[signal]`)."""
-    incidents, transitions, earlier = [], [], []
+    findings, its clearings and the signal's evaluated spans (`evaluated_spans(...)[signal]`).
+    `earlier`: [(members, episode number, incident id)] of the group's episodes before these findings
+    (a fold from a later episode on; the findings then start a new episode)."""
+    incidents, transitions, earlier = [], [], list(earlier or [])
     for episode in _episodes(group.sort_values(ORDER, kind="stable"), lifecycle.gap):
         # an episode reopens the latest earlier one of the same members (ranks of a run): another
         # rank straggling later in the run is a new problem, episode 1, not a reopening

@@ -39,19 +39,17 @@ import numpy as np
 import pandas as pd
 
 from assets import correlation, fold_reach, triage
+from assets import fold_changes as changes
 from assets import incident_fold as full
 from assets.fold_reach import INDEX_COLUMNS, KEY, as_index, query
 from checks.registry import REGISTRY
 from orchestration import sql
 
-SEEN = ["signal", "partition_start", "entity_type", "entity_id", "kind"]
-MARGIN = pd.Timedelta(minutes=1)   # beyond the exact reach of a change: a little more refolded, never less
-
 
 def config_digest(lifecycle: full.Lifecycle) -> str:
     """Settings and code a group's rows and the stored incidents depend on: another digest refolds all."""
     digest = hashlib.sha1(repr(lifecycle).encode())
-    for module in (full, triage, correlation, fold_reach):
+    for module in (full, triage, correlation, fold_reach, changes):
         digest.update(inspect.getsource(module).encode())
     digest.update(Path(__file__).read_bytes())
     for signal in sorted(REGISTRY, key=lambda s: s.name):
@@ -69,119 +67,84 @@ def _findings_sql(name: str) -> str:
     return sql.sql_text(f"incidents_incremental/{name}").replace("/*@findings*/", findings)
 
 
-def _bounds(parts: pd.DataFrame) -> dict:
-    return {"lo": parts["partition_start"].min(), "hi": parts["partition_start"].max()}
+def _starts(before: pd.DataFrame, dirty: pd.DataFrame) -> pd.DataFrame:
+    """Per refolded group, the first stored episode (`k`) a change can reach, and what the fold from
+    there needs: `since` (that episode's first detection: the findings read) and `earlier` (the
+    episodes before it). A changed finding (earliest detection `d`) can only join the episode
+    running at `d` or start a later one; a changed clearing (earliest `c`) only changes the incidents
+    whose clearing was none or at or after `c`; a changed evaluation mark only the incidents from
+    `pos` on; and every episode after a refolded one is refolded too (episode numbers chain)."""
+    stored = {key: rows.sort_values("pos") for key, rows in before.groupby(KEY, sort=False)}
+    out = []
+    for r in dirty.itertuples(index=False):
+        key = (r.signal, r.entity_type, r.entity_id)
+        rows = stored.get(key)
+        n = 0 if rows is None else len(rows)
+        k = n
+        if n:
+            opened, cleared = rows["opened"].to_numpy(), rows["cleared_at"]
+            if pd.notna(r.d):
+                k = min(k, max(int(np.searchsorted(opened, np.datetime64(pd.Timestamp(r.d)), side="left")) - 1, 0))
+            if pd.notna(r.c):
+                reached = np.flatnonzero((cleared.isna() | (cleared >= pd.Timestamp(r.c))).to_numpy())
+                k = min(k, int(reached[0]) if len(reached) else n)
+            if pd.notna(r.e):
+                k = min(k, int(r.e))
+            k = min(k, n - 1)
+            last = rows["last_detected"].to_numpy()
+            while k > 0 and last[k - 1] >= opened[k]:   # the episode before ends where this one opens: read both
+                k -= 1
+        since = rows["opened"].iloc[k] if k else pd.NaT   # from the first episode: every finding, even earlier ones
+        earlier = [(set(m), int(e), i) for m, e, i in zip(rows["members"].iloc[:k], rows["episode"].iloc[:k],
+                                                           rows["incident_id"].iloc[:k])] if n else []
+        out.append({**dict(zip(KEY, key)), "k": k, "since": since, "earlier": earlier})
+    return pd.DataFrame(out, columns=[*KEY, "k", "since", "earlier"])
 
 
-def _clearing_digests(clearings: pd.DataFrame) -> pd.DataFrame:
-    if clearings.empty:
-        return pd.DataFrame(columns=[*SEEN, "digest", "n"])
-    keys = [full.clearing_entity(t, str(e)) for t, e in zip(clearings["entity_type"], clearings["entity_id"])]
-    rows = pd.util.hash_pandas_object(clearings.astype(str), index=False).to_numpy(dtype=np.uint64)
-    frame = pd.DataFrame({"signal": clearings["signal"].to_numpy(), "partition_start": clearings["partition_start"].to_numpy(),
-                          "entity_type": [k[0] for k in keys], "entity_id": [k[1] for k in keys], "kind": "c", "h": rows})
-    out = frame.groupby(SEEN, sort=False)["h"].agg([lambda v: np.bitwise_xor.reduce(v.to_numpy()), "size"]).reset_index()
-    return out.set_axis([*SEEN, "digest", "n"], axis=1)
+def _group_keys(frame: pd.DataFrame) -> list[tuple]:
+    return [(s, *full.incident_entity({"entity_type": t, "entity_id": e, "run_id": r}))
+            for s, t, e, r in zip(frame["signal"], frame["entity_type"], frame["entity_id"], frame["run_id"])]
 
 
-def _seen_now(con, marked: pd.DataFrame) -> pd.DataFrame:
-    """Per (signal, partition, group, kind) of the marked partitions: a digest and count of its rows."""
-    if marked.empty:
-        return pd.DataFrame(columns=[*SEEN, "digest", "n"])
-    found = query(con, "partition_digests", _bounds(marked), marked=marked)
-    cleared = _clearing_digests(query(con, "clearings_in", _bounds(marked), parts=marked))
-    seen = pd.concat([found, cleared], ignore_index=True)
-    seen["digest"] = seen["digest"].astype(np.uint64)
-    return seen
-
-
-def _value(v):
-    if v is None or v is pd.NaT or (isinstance(v, float) and np.isnan(v)):
-        return None
-    if isinstance(v, (pd.Timestamp, np.datetime64)) or hasattr(v, "isoformat"):
-        return pd.Timestamp(v).value
-    return int(v) if isinstance(v, np.integer) else v
-
-
-def _changed(now: pd.DataFrame, was: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """The rows of either frame that the other does not hold (compared on `columns`)."""
-    def keys(frame):
-        return [tuple(_value(v) for v in row) for row in frame[columns].itertuples(index=False)]
-    a, b = keys(now), keys(was)
-    sa, sb = set(a), set(b)
-    parts = [now.loc[np.array([k not in sb for k in a], dtype=bool), columns],
-             was.loc[np.array([k not in sa for k in b], dtype=bool), columns]]
-    parts = [p for p in parts if not p.empty]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
-
-
-def _dirty_from_evaluations(con, marked, horizon, old_horizon, lifecycle) -> pd.DataFrame:
-    """Groups with an incident whose clean window a changed evaluation mark can reach."""
-    now = query(con, "evaluations_in", _bounds(marked), marked=marked) if not marked.empty else pd.DataFrame()
-    was = query(con, "seen_evaluations_in", marked=marked) if not marked.empty else pd.DataFrame()
-    cols = ["signal", "partition_start", "evaluated_until"]
-    now, was = now.reindex(columns=cols), was.reindex(columns=cols)
-    moved = _changed(now, was, cols)   # a mark new, gone or moved: its old and new stretch
-    if not (pd.isna(horizon) and pd.isna(old_horizon)) and horizon != old_horizon:
-        lo, hi = sorted([pd.Timestamp("1900-01-01") if pd.isna(h) else pd.Timestamp(h) for h in (horizon, old_horizon)])
-        moved = pd.concat([moved, sql.frame(con, "incidents_incremental/horizon_marks", {"lo": lo, "hi": hi})], ignore_index=True)
-    if moved.empty:
-        return pd.DataFrame(columns=KEY), now
-    slack = pd.Timedelta(seconds=lifecycle.window_seconds)
-    start = pd.to_datetime(moved["partition_start"])
-    end = pd.concat([start + full.PARTITION, pd.to_datetime(moved["evaluated_until"])], axis=1).max(axis=1)
-    regions = pd.DataFrame({"signal": moved["signal"], "lo": start - slack - lifecycle.gap - MARGIN, "hi": end + slack + MARGIN})
-    return query(con, "near_regions", regions=regions), now
-
-
-def _dirty_from_checkpoints(con) -> tuple[pd.DataFrame, pd.DataFrame]:
-    now = sql.frame(con, "incidents_incremental/checkpoints")
-    was = con.execute("SELECT * FROM fold_checkpoints").df()
-    cols = list(now.columns)
-    changed = _changed(now, was.reindex(columns=cols), cols)
-    changed = changed[changed["run_id"].notna()]   # a finding without a run has no checkpoint
-    if changed.empty:
-        return pd.DataFrame(columns=KEY), now
-    runs = (changed.assign(since=pd.to_datetime(changed["time"])).groupby("run_id", as_index=False)["since"].min())
-    return query(con, "checkpoint_groups", changed_runs=runs), now
-
-
-def _versions(versions: pd.DataFrame | None) -> pd.DataFrame:
-    versions = pd.DataFrame(columns=list(triage.VERSION_COLUMNS)) if versions is None else versions
-    return pd.DataFrame({"endpoint": versions["endpoint"].astype(object), "model_version": versions["model_version"].astype(object),
-                         "digest": pd.util.hash_pandas_object(versions.astype(str), index=False).to_numpy(dtype=np.uint64)})
-
-
-def _fold_groups(con, dirty: pd.DataFrame, seen_now: pd.DataFrame, lifecycle, horizon):
-    """The refolded groups' findings (read from their partitions only) folded again."""
-    parts = query(con, "group_parts", dirty_groups=dirty)
-    now = seen_now.merge(dirty, on=KEY)[["signal", "partition_start", "kind"]]
-    parts = pd.concat([parts, now], ignore_index=True).drop_duplicates()
-    found, cleared = (parts.loc[parts["kind"] == k, ["signal", "partition_start"]] for k in ("f", "c"))
+def _fold_groups(con, starts: pd.DataFrame, seen: pd.DataFrame, lifecycle, horizon):
+    """(findings read, clearings read, incidents, transitions): each refolded group from its start."""
+    empty = pd.DataFrame()
+    if starts.empty:
+        return empty, empty, *full.fold_groups(empty, empty, lifecycle)
+    dirty = starts[[*KEY, "since"]].assign(since=pd.to_datetime(starts["since"]))
+    parts = query(con, "group_parts", dirty_groups=dirty[KEY])
+    now = seen.merge(dirty[KEY], on=KEY)[[*KEY, "partition_start", "kind", "last_at"]]
+    parts = pd.concat([parts, now], ignore_index=True).merge(dirty, on=KEY)
+    late = parts["since"].isna() | (pd.to_datetime(parts["last_at"]) >= parts["since"])
+    found = parts.loc[(parts["kind"] == "f") & late, ["signal", "partition_start"]].drop_duplicates()
     if found.empty:
-        return pd.DataFrame(), *full.fold_groups(pd.DataFrame(), pd.DataFrame(), lifecycle)
+        return empty, empty, *full.fold_groups(empty, empty, lifecycle)
     for name, frame in (("dirty_groups", dirty), ("parts", found)):
         con.register(name, frame)
     try:
-        findings = sql.execute_text(con, _findings_sql("group_findings"), _bounds(found)).df()
+        findings = sql.execute_text(con, _findings_sql("group_findings"), changes.bounds(found)).df()
     finally:
         for name in ("dirty_groups", "parts"):
             con.unregister(name)
-    clearings = query(con, "clearings_in", _bounds(cleared), parts=cleared) if not cleared.empty else pd.DataFrame()
+    keyed = pd.DataFrame(_group_keys(findings), columns=KEY).assign(last_seen=findings["last_seen"].to_numpy())
+    span = keyed.groupby(KEY, as_index=False)["last_seen"].agg(["min", "max"])
+    # a refolded incident takes the first clearing at or after its last finding: none before the earliest
+    bound = parts[parts["kind"] == "c"].merge(span[[*KEY, "min"]], on=KEY)
+    cleared = bound.loc[pd.to_datetime(bound["last_at"]) >= bound["min"], ["signal", "partition_start"]].drop_duplicates()
+    clearings = query(con, "clearings_in", changes.bounds(cleared), parts=cleared) if not cleared.empty else empty
     if not clearings.empty:
-        keys = {tuple(k) for k in dirty[KEY].itertuples(index=False)}
-        own = [(s, *full.clearing_entity(t, str(e))) in keys for s, t, e in
-               zip(clearings["signal"], clearings["entity_type"], clearings["entity_id"])]
-        clearings = clearings[own]
-    grouped = [(s, *full.incident_entity({"entity_type": t, "entity_id": e, "run_id": r}))
-               for s, t, e, r in zip(findings["signal"], findings["entity_type"], findings["entity_id"], findings["run_id"])]
-    last = pd.DataFrame(grouped, columns=KEY).assign(last_seen=findings["last_seen"].to_numpy())
-    span = last.groupby(KEY, as_index=False)["last_seen"].agg(["min", "max"])
+        first = {tuple(r[:3]): r[3] for r in span[[*KEY, "min"]].itertuples(index=False)}
+        keys = [(s, *full.clearing_entity(t, str(e))) for s, t, e in
+                zip(clearings["signal"], clearings["entity_type"], clearings["entity_id"])]
+        own = [k in first and at >= first[k] for k, at in zip(keys, clearings["cleared_at"])]
+        clearings = clearings[np.array(own, dtype=bool)]
     slack = pd.Timedelta(seconds=lifecycle.window_seconds)
-    ranges = pd.DataFrame({"signal": span["signal"], "lo": span["min"] - slack - MARGIN,
-                           "hi": span["max"] + lifecycle.gap + slack + MARGIN})
+    ranges = pd.DataFrame({"signal": span["signal"], "lo": span["min"] - slack - changes.MARGIN,
+                           "hi": span["max"] + lifecycle.gap + slack + changes.MARGIN})
     evaluations = query(con, "evaluations_near", ranges=ranges)
-    return findings, *full.fold_groups(findings, evaluations, lifecycle, REGISTRY, clearings, horizon=horizon)
+    earlier = {tuple(r[:3]): r[3] for r in starts[[*KEY, "earlier"]].itertuples(index=False)}
+    return findings, clearings, *full.fold_groups(findings, evaluations, lifecycle, REGISTRY, clearings, horizon=horizon,
+                                                  earlier=earlier)
 
 
 def _plain(v):
@@ -195,37 +158,53 @@ def _plain(v):
     return pd.Timestamp(v).isoformat() if isinstance(v, (pd.Timestamp, np.datetime64)) else v
 
 
-def _index(incidents: pd.DataFrame, transitions: pd.DataFrame) -> pd.DataFrame:
-    """The index rows of freshly folded incidents, each with a digest of its row and transitions."""
-    out = incidents.copy()
-    out["pos"] = out.groupby(KEY, sort=False).cumcount()
+def _index(incidents: pd.DataFrame, transitions: pd.DataFrame, findings: pd.DataFrame, clearings: pd.DataFrame,
+           starts: pd.DataFrame) -> pd.DataFrame:
+    """The index rows of freshly folded incidents: place in the group, the last detection of its
+    findings (episodes take the group's findings in the fold's order, `findings` each), the clearing
+    it took, a digest of its row and transitions, and both pickled."""
+    if incidents.empty:
+        return as_index(pd.DataFrame())
+    out = incidents.reset_index(drop=True)
+    first = {tuple(r[:3]): r[3] for r in starts[[*KEY, "k"]].itertuples(index=False)}
+    out["pos"] = [first[k] + i for k, i in zip(map(tuple, out[KEY].to_numpy()), out.groupby(KEY, sort=False).cumcount())]
+    keyed = findings.assign(**dict(zip(KEY, zip(*_group_keys(findings)))))
+    detected = {key: group.sort_values(full.ORDER, kind="stable")["detected_at"].to_numpy()
+                for key, group in keyed.groupby(KEY, sort=False)}
+    taken: dict = {}
+    cleared = {}
+    if not clearings.empty:
+        ckeys = [(s, *full.clearing_entity(t, str(e))) for s, t, e in
+                 zip(clearings["signal"], clearings["entity_type"], clearings["entity_id"])]
+        for key, at in zip(ckeys, clearings["cleared_at"]):
+            cleared.setdefault(key, []).append(pd.Timestamp(at))
+        cleared = {k: np.array(sorted(v), dtype="datetime64[ns]") for k, v in cleared.items()}
+    last_detected, cleared_at = [], []
+    for key, count, last_seen in zip(map(tuple, out[KEY].to_numpy()), out["findings"], out["last_seen"]):
+        at = taken.get(key, 0) + int(count)
+        taken[key] = at
+        last_detected.append(detected[key][at - 1])
+        times = cleared.get(key)
+        j = np.searchsorted(times, np.datetime64(pd.Timestamp(last_seen)), side="left") if times is not None else 0
+        cleared_at.append(times[j] if times is not None and j < len(times) else pd.NaT)
+    out["last_detected"], out["cleared_at"] = pd.to_datetime(last_detected), pd.to_datetime(cleared_at)
     steps: dict = {}
     for row in transitions.itertuples(index=False):
-        steps.setdefault(row.incident_id, []).append(tuple(map(_plain, row)))
+        steps.setdefault(row.incident_id, []).append(row._asdict())
     columns = [c for c in full.INCIDENT_COLUMNS if c != "correlation_id"]
-    out["digest"] = [hashlib.sha1(repr((tuple(map(_plain, r)), steps.get(r[0], []))).encode()).hexdigest()[:16]
-                     for r in out[columns].itertuples(index=False)]
+    out["digest"] = [hashlib.sha1(repr((tuple(map(_plain, r)), [tuple(map(_plain, t.values())) for t in steps.get(r[0], [])]))
+                                  .encode()).hexdigest()[:16] for r in out[columns].itertuples(index=False)]
+    records = out[list(full.INCIDENT_COLUMNS)].to_dict("records")
+    out["folded"] = [pickle.dumps((r, steps.get(r["incident_id"], [])), protocol=pickle.HIGHEST_PROTOCOL) for r in records]
     return as_index(out)
 
 
-def _states(incidents: pd.DataFrame, transitions: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    for key, group in incidents.groupby(KEY, sort=False):
-        own = transitions[transitions["incident_id"].isin(set(group["incident_id"]))]
-        rows.append({"signal": key[0], "entity_type": key[1], "entity_id": key[2],
-                     "folded": pickle.dumps((group.reset_index(drop=True), own.reset_index(drop=True)),
-                                            protocol=pickle.HIGHEST_PROTOCOL)})
-    return pd.DataFrame(rows, columns=[*KEY, "folded"])
-
-
 def _pretriage(con, rows: pd.DataFrame) -> pd.DataFrame:
-    """The stored groups' incidents before correlation and triage, for the ids in `rows`."""
+    """The stored incidents' rows before correlation and triage, for the ids in `rows`."""
     if rows.empty:
         return pd.DataFrame(columns=list(full.INCIDENT_COLUMNS))
-    states = query(con, "group_states", groups=rows[KEY].drop_duplicates())
-    frames = [pickle.loads(bytes(b))[0] for b in states["folded"]]
-    every = pd.concat(frames, ignore_index=True)
-    return every[every["incident_id"].isin(set(rows["incident_id"]))].reset_index(drop=True)
+    folded = query(con, "folded_rows", ids=rows[["incident_id"]].drop_duplicates())
+    return pd.DataFrame([pickle.loads(bytes(b))[0] for b in folded["folded"]], columns=list(full.INCIDENT_COLUMNS))
 
 
 def fold_incrementally(con: duckdb.DuckDBPyConnection, lifecycle: full.Lifecycle, versions: pd.DataFrame | None,
@@ -242,46 +221,61 @@ def fold_incrementally(con: duckdb.DuckDBPyConnection, lifecycle: full.Lifecycle
     return counts
 
 
+def _what_changed(con, lifecycle, whole: bool, old_horizon, horizon):
+    """(marked partitions, their digests now, per refolded group how far back a change reaches
+    (d, c, e: see _starts), evaluation marks now)."""
+    marked = sql.frame(con, "incidents_incremental/marks")
+    if whole:
+        sql.run(con, "incidents_incremental/clear")
+        marked = pd.concat([marked, sql.frame(con, "incidents_incremental/all_partitions")]).drop_duplicates()
+    seen = changes.seen_now(con, marked)
+    was = query(con, "seen_in", marked=marked) if not marked.empty else pd.DataFrame(columns=[*changes.SEEN, *changes.SEEN_VALUES])
+    moved = changes.changed(seen, was, [*changes.SEEN, *changes.SEEN_VALUES])
+    moved = moved.assign(d=moved["first_at"].where(moved["kind"] == "f"), c=moved["first_at"].where(moved["kind"] == "c"))
+    near, evaluations = changes.near_evaluations(con, marked, horizon, old_horizon, lifecycle)
+    lineage = changes.checkpoint_changes(con)
+    reach = pd.concat([moved[[*KEY, "d", "c"]], near[[*KEY, "pos"]].rename(columns={"pos": "e"}),
+                       lineage[[*KEY, "since"]].rename(columns={"since": "d"})], ignore_index=True)
+    for column in ("d", "c"):
+        reach[column] = pd.to_datetime(reach[column])
+    reach["e"] = pd.to_numeric(reach["e"])
+    reach = reach.groupby(KEY, as_index=False, sort=False).agg({"d": "min", "c": "min", "e": "min"})
+    return marked, seen, reach, evaluations
+
+
 def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
     config = config_digest(lifecycle)
     meta = con.execute("SELECT config, horizon FROM fold_meta").fetchall()
     whole = not meta or meta[0][0] != config
     horizon = sql.frame(con, "incidents_incremental/horizon")["horizon"].iloc[0]
-    marked = sql.frame(con, "incidents_incremental/marks")
-    if whole:
-        sql.run(con, "incidents_incremental/clear")
-        marked = pd.concat([marked, sql.frame(con, "incidents_incremental/all_partitions")]).drop_duplicates()
-    seen_now = _seen_now(con, marked)
-    seen_was = query(con, "seen_in", marked=marked) if not marked.empty else pd.DataFrame(columns=SEEN + ["digest", "n"])
-    dirty = [_changed(seen_now, seen_was, [*SEEN, "digest", "n"])[KEY]]
-    near, evaluations_now = _dirty_from_evaluations(con, marked, horizon, None if whole else meta[0][1], lifecycle)
-    lineage, checkpoints = _dirty_from_checkpoints(con)
-    dirty = pd.concat([*dirty, near, lineage], ignore_index=True).astype(str).drop_duplicates().reset_index(drop=True)
-    versions_now = _versions(versions)
+    marked, seen, dirty, evaluations_now = _what_changed(con, lifecycle, whole, None if whole else meta[0][1], horizon)
+    versions_now = changes.versions_digests(versions)
     was = con.execute("SELECT endpoint, model_version, digest FROM fold_versions").df()
-    versions_changed = _changed(versions_now, was, ["endpoint", "model_version", "digest"])
-    # 1. the groups that changed, folded again
-    findings, incidents, transitions = _fold_groups(con, dirty, seen_now, lifecycle, horizon)
-    states = _states(incidents, transitions)
-    before = as_index(query(con, "group_incidents", dirty_groups=dirty))
-    after = _index(incidents, transitions)
-    # only the incidents whose rows or transitions the refold changed (or that it added or dropped) go on
-    same = set(zip(before["incident_id"], before["digest"])) & set(zip(after["incident_id"], after["digest"]))
-    old, new = (frame.loc[np.array([k not in same for k in zip(frame["incident_id"], frame["digest"])], dtype=bool)]
-                .reset_index(drop=True) for frame in (before, after))
+    versions_changed = changes.changed(versions_now, was, ["endpoint", "model_version", "digest"])
+    # 1. the groups that changed, folded again from the first episode a change can reach
+    stored = as_index(query(con, "group_incidents", dirty_groups=dirty[KEY])) if not dirty.empty else as_index(pd.DataFrame())
+    starts = _starts(stored, dirty)
+    findings, clearings, incidents, transitions = _fold_groups(con, starts, seen, lifecycle, horizon)
+    after = _index(incidents, transitions, findings, clearings, starts)
+    first = dict(zip(map(tuple, starts[KEY].to_numpy()), starts["k"]))
+    before = stored[[p >= first[k] for k, p in zip(map(tuple, stored[KEY].to_numpy()), stored["pos"])]] if not stored.empty else stored
+    # only the incidents whose rows, transitions or places the refold changed (or that it added or dropped) go on
+    ident = ["incident_id", "digest", "pos"]
+    same = set(map(tuple, before[ident].to_numpy())) & set(map(tuple, after[ident].to_numpy()))
+    old, new = (frame.loc[np.array([tuple(k) not in same for k in frame[ident].to_numpy()], dtype=bool)].reset_index(drop=True)
+                for frame in (before, after))
     replaced = set(old["incident_id"])
     incidents = incidents[incidents["incident_id"].isin(set(new["incident_id"]))]
     # 2. correlation and triage where they can change
     reach, correlation_ids = fold_reach.correlation_reach(con, new, old, lifecycle.gap)
     new["correlation_id"] = new["incident_id"].map(correlation_ids)
-    changed = pd.concat([old, new], ignore_index=True)
-    retriage = fold_reach.triage_reach(con, changed, versions_changed, replaced)
+    retriage = fold_reach.triage_reach(con, pd.concat([old, new], ignore_index=True), versions_changed, replaced)
     fresh = incidents.assign(correlation_id=incidents["incident_id"].map(correlation_ids))
     family = fresh["family"].isin(triage.FAMILIES) if not fresh.empty else pd.Series(dtype=bool)
-    stored = _pretriage(con, retriage)
-    stored["correlation_id"] = stored["incident_id"].map(correlation_ids).fillna(
-        stored["incident_id"].map(dict(zip(retriage["incident_id"], retriage["correlation_id"]))))
-    targets = pd.concat([fresh[family], stored], ignore_index=True)
+    pre = _pretriage(con, retriage)
+    pre["correlation_id"] = pre["incident_id"].map(correlation_ids).fillna(
+        pre["incident_id"].map(dict(zip(retriage["incident_id"], retriage["correlation_id"]))))
+    targets = pd.concat([f for f in (fresh[family], pre) if not f.empty] or [pre], ignore_index=True)
     context = fold_reach.triage_context(con, as_index(targets), new, replaced)
     triaged = triage.apply(targets, versions, triage_window_seconds, context=context) if not targets.empty else targets
     recorrelated = reach[~reach["incident_id"].isin(set(retriage["incident_id"]))]
@@ -294,19 +288,18 @@ def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
     written = [f for f in (triaged, fresh[~family], kept) if not f.empty]
     new_incidents = (pd.concat(written, ignore_index=True) if written else pd.DataFrame(columns=list(full.INCIDENT_COLUMNS)))
     # 3. store what changed
-    reach = reach.assign(correlation_id=reach["incident_id"].map(correlation_ids))
-    gone = sorted(replaced | set(new_incidents["incident_id"]))
     frames = {
-        "gone_ids": pd.DataFrame({"incident_id": gone}, dtype=object),
+        "gone_ids": pd.DataFrame({"incident_id": sorted(replaced | set(new_incidents["incident_id"]))}, dtype=object),
         "new_incidents": new_incidents.reindex(columns=list(full.INCIDENT_COLUMNS)),
         "gone_transitions": pd.DataFrame({"incident_id": sorted(replaced)}, dtype=object),
         "new_transitions": transitions[transitions["incident_id"].isin(set(new["incident_id"]))].reindex(
             columns=list(full.TRANSITION_COLUMNS)),
-        "index_gone": pd.DataFrame({"incident_id": sorted(replaced | set(reach["incident_id"]))}, dtype=object),
-        "new_index": pd.concat([new, reach], ignore_index=True).reindex(columns=INDEX_COLUMNS),
-        "refolded_groups": dirty, "new_states": states,
-        "marked": marked, "new_seen": seen_now, "new_evaluations": evaluations_now,
-        "new_checkpoints": checkpoints, "new_versions": versions_now,
+        "index_gone": pd.DataFrame({"incident_id": sorted(replaced)}, dtype=object),
+        "new_index": new.reindex(columns=INDEX_COLUMNS),
+        "recorrelated": pd.DataFrame({"incident_id": reach["incident_id"].astype(object),
+                                      "correlation_id": reach["incident_id"].map(correlation_ids).astype(object)}),
+        "marked": marked, "new_seen": seen, "new_evaluations": evaluations_now,
+        "new_versions": versions_now,
         "new_meta": pd.DataFrame({"config": [config], "horizon": [horizon]}),
     }
     if whole:
@@ -320,6 +313,7 @@ def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
             con.unregister(name)
     return {"whole": whole, "partitions_marked": len(marked), "groups_folded": len(dirty), "findings_folded": len(findings),
             "groups": [tuple(g) for g in dirty[KEY].itertuples(index=False)],
+            "episodes_kept": int(starts["k"].sum()) if not starts.empty else 0,
             "incidents_folded": len(after), "incidents_changed": len(new) + len(replaced - set(new["incident_id"])),
             "correlated": len(new) + len(reach), "triaged": len(targets),
             "incidents_written": len(new_incidents), "versions_changed": len(versions_changed)}

@@ -15,7 +15,8 @@ import pytest
 
 from assets import incident_fold as full
 from assets.correlation import fast_correlate
-from assets.incidents_incremental import MARGIN, clear_state, fold_incrementally
+from assets.fold_changes import MARGIN
+from assets.incidents_incremental import clear_state, fold_incrementally
 from orchestration import sql
 from orchestration.warehouse import WarehouseResource
 from tests.helpers import FAULTS_FOLD_HOURS
@@ -116,6 +117,10 @@ def reachable(con, hour, horizon_was) -> set:
     return groups_of(con, hour) | groups_of(con, hour, "") | near
 
 
+def groups(con) -> int:
+    return con.execute("SELECT count(*) FROM (SELECT DISTINCT signal, entity_type, entity_id FROM fold_incidents)").fetchone()[0]
+
+
 def fold(con) -> dict:
     return fold_incrementally(con, LIFECYCLE, sql.frame(con, "incidents/serving_versions"), full.triage.WINDOW_SECONDS)
 
@@ -146,7 +151,7 @@ def test_incremental_fold_equals_full_refold_in_shuffled_orders(detected, tmp_pa
             folded = set(counts["groups"])
             assert groups_of(con, hour) <= folded, "every group the partition touched is refolded"
             assert i == 0 or folded <= most, f"refolded beyond the partition's reach: {sorted(folded - most)}"
-            partial += 0 < len(folded) < con.execute("SELECT count(*) FROM fold_state").fetchone()[0]
+            partial += 0 < len(folded) < groups(con)
         assert con.execute("SELECT count(*) FROM findings").fetchone()[0] == total
         assert con.execute("SELECT count(*) FROM incidents").fetchone()[0] > 10
         assert partial >= len(hours) // 2, "most folds refold a part of the groups"
@@ -168,7 +173,45 @@ def test_incremental_fold_equals_full_refold_in_shuffled_orders(detected, tmp_pa
             counts = fold(con)
             assert_same(con)
             assert groups_of(con, oldest, "all_") <= set(counts["groups"]) <= most
-            assert not counts["whole"] and counts["groups_folded"] < con.execute("SELECT count(*) FROM fold_state").fetchone()[0]
+            assert not counts["whole"] and counts["groups_folded"] < groups(con)
+
+
+def test_a_group_with_history_refolds_from_the_episode_a_change_reaches(detected, tmp_path):
+    """Three days of history (the hours copied a day and two days later: hosts, GPUs, runs and endpoints
+    gather an episode a day), then the next day's hours one by one, then the first day's first hour
+    retracted and backfilled: equal to the full refold each time, and the refolds keep the groups' earlier episodes."""
+    work = tmp_path / "w.duckdb"
+    shutil.copy(detected, work)
+    with WarehouseResource(path=str(work)).connect() as con:
+        shifted = {"findings": ("partition_start", "onset", "detected_at", "last_seen"),
+                   "clearings": ("partition_start", "last_seen", "cleared_at"), "evaluations": ("partition_start", "evaluated_until")}
+        first = con.execute("SELECT min(partition_start) FROM evaluations").fetchone()[0]
+        for table, columns in shifted.items():
+            con.execute(f"CREATE TEMP TABLE day0_{table} AS SELECT * FROM {table}")
+            con.execute(f"CREATE TEMP TABLE all_{table} AS SELECT * FROM {table} WHERE false")
+            for day in range(4):
+                moved = ", ".join(f"{c} + INTERVAL {day} DAY AS {c}" for c in columns)
+                con.execute(f"INSERT INTO all_{table} SELECT * REPLACE ({moved}) FROM day0_{table}")
+            con.execute(f"DELETE FROM {table}; INSERT INTO {table} SELECT * FROM all_{table} "
+                        "WHERE partition_start < $first + INTERVAL 3 DAY", {"first": first})
+        con.execute("DELETE FROM incidents; DELETE FROM incident_transitions; DELETE FROM fold_marks")
+        clear_state(con)
+        assert fold(con)["whole"]
+        assert_same(con)
+        hours = [h for (h,) in con.execute("SELECT DISTINCT partition_start FROM day0_evaluations ORDER BY 1").fetchall()]
+        kept = 0
+        for hour in [h + pd.Timedelta(days=3) for h in hours]:
+            write(con, hour)
+            counts = fold(con)
+            assert_same(con)
+            assert groups_of(con, hour) <= set(counts["groups"])
+            kept += counts["episodes_kept"]
+        assert kept > 0, "refolds start after the groups' earlier episodes"
+        for rows in (False, True):   # a backfill far back: its groups refold from their first episode
+            write(con, hours[0], rows)
+            counts = fold(con)
+            assert_same(con)
+            assert not counts["whole"] and counts["groups_folded"] < groups(con)
 
 
 def test_fast_correlate_gives_correlate_ids_on_random_incidents():

@@ -1,5 +1,4 @@
 -- Forget what the fold saw (`goodput refold`): the next fold folds every group.
-DELETE FROM fold_state;
 DELETE FROM fold_seen;
 DELETE FROM fold_evaluations;
 DELETE FROM fold_incidents;

@@ -1,9 +1,8 @@
 -- Update the incident tables and the fold's state by the rows that changed (inside the caller's
 -- transaction): incidents `gone_ids` deleted and `new_incidents` inserted (same ids where they were
 -- only correlated or triaged again), transitions of `gone_ids` replaced by `new_transitions`, the
--- per-incident index (`index_gone`, `new_index`), each refolded group's state (`refolded_groups`,
--- `new_states`), what the marked partitions hold now (`marked`, `new_seen`, `new_evaluations`), the
--- lineage and versions seen (`new_checkpoints`, `new_versions`), the settings digest and horizon
+-- per-incident index (`index_gone`, `new_index`; `recorrelated`: new correlation ids only), what the marked partitions hold now (`marked`, `new_seen`, `new_evaluations`), the
+-- versions seen (`new_versions`), the settings digest and horizon
 -- (`new_meta`), and the marks read (`marked`).
 DELETE FROM incidents WHERE incident_id IN (SELECT incident_id FROM gone_ids);
 INSERT INTO incidents BY NAME
@@ -25,17 +24,17 @@ INSERT INTO fold_incidents BY NAME
 SELECT incident_id, signal, entity_type, entity_id, pos::INTEGER AS pos, family, onset::TIMESTAMP AS onset,
        last_seen::TIMESTAMP AS last_seen, run_id::VARCHAR AS run_id, hosts::VARCHAR[] AS hosts, gpus::VARCHAR[] AS gpus,
        endpoint::VARCHAR AS endpoint, model_version::VARCHAR AS model_version, correlation_id::VARCHAR AS correlation_id,
-       digest
+       digest, episode::INTEGER AS episode, members::VARCHAR[] AS members, opened::TIMESTAMP AS opened,
+       last_detected::TIMESTAMP AS last_detected, cleared_at::TIMESTAMP AS cleared_at, folded
 FROM new_index;
-DELETE FROM fold_state s
-WHERE EXISTS (SELECT 1 FROM refolded_groups g WHERE g.signal = s.signal AND g.entity_type = s.entity_type AND g.entity_id = s.entity_id);
-INSERT INTO fold_state BY NAME SELECT * FROM new_states;
+UPDATE fold_incidents SET correlation_id = r.correlation_id FROM recorrelated r WHERE fold_incidents.incident_id = r.incident_id;
 DELETE FROM fold_seen s WHERE EXISTS (SELECT 1 FROM marked m WHERE m.signal = s.signal AND m.partition_start = s.partition_start);
-INSERT INTO fold_seen BY NAME SELECT signal, partition_start, entity_type, entity_id, kind, digest::UBIGINT AS digest, n FROM new_seen;
+INSERT INTO fold_seen BY NAME
+SELECT signal, partition_start, entity_type, entity_id, kind, digest::UBIGINT AS digest, n,
+       first_at::TIMESTAMP AS first_at, last_at::TIMESTAMP AS last_at
+FROM new_seen;
 DELETE FROM fold_evaluations s WHERE EXISTS (SELECT 1 FROM marked m WHERE m.signal = s.signal AND m.partition_start = s.partition_start);
 INSERT INTO fold_evaluations BY NAME SELECT signal, partition_start, evaluated_until::TIMESTAMP AS evaluated_until FROM new_evaluations;
-DELETE FROM fold_checkpoints;
-INSERT INTO fold_checkpoints BY NAME SELECT * FROM new_checkpoints;
 DELETE FROM fold_versions;
 INSERT INTO fold_versions BY NAME SELECT endpoint, model_version, digest::UBIGINT AS digest FROM new_versions;
 DELETE FROM fold_meta;

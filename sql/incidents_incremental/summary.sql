@@ -4,5 +4,5 @@ SELECT count(*) AS incidents, count(*) FILTER (WHERE status = 'open') AS open,
        (SELECT count(*) FROM incident_transitions) AS transitions,
        (SELECT count(*) FROM incident_transitions WHERE transition = 'escalated') AS escalations,
        (SELECT count(*) FROM findings) AS findings,
-       (SELECT count(*) FROM fold_state) AS groups
+       (SELECT count(*) FROM (SELECT DISTINCT signal, entity_type, entity_id FROM fold_incidents)) AS groups
 FROM incidents;

@@ -2,7 +2,8 @@
 -- per row of the registered frame `probes`: NULL matches anything. ep: the incident's endpoint (or
 -- entity); host: one of its hosts; signal; mv: its model version; last_seen at or after
 -- last_seen_lo; onset at or before onset_hi.
-SELECT DISTINCT i.*
+SELECT DISTINCT i.incident_id, i.signal, i.entity_type, i.entity_id, i.pos, i.family, i.onset, i.last_seen, i.run_id, i.hosts, i.gpus,
+       i.endpoint, i.model_version, i.correlation_id, i.digest, i.episode, i.members, i.opened, i.last_detected, i.cleared_at
 FROM fold_incidents i
 JOIN probes p
   ON (p.ep IS NULL OR coalesce(nullif(i.endpoint, ''), i.entity_id) = p.ep)

@@ -10,8 +10,10 @@ CREATE TABLE fold_marks (
 );
 
 -- What the fold last saw of each marked partition: per (signal, partition, incident group) a digest
--- and count of its findings (kind 'f') and of its clearings (kind 'c'). A partition written again
--- with the same rows digests the same and refolds nothing; a changed one refolds the groups it touches.
+-- and count of its findings (kind 'f') and of its clearings (kind 'c'), and the first and last time
+-- among them (detected_at; cleared_at). A partition written again with the same rows digests the
+-- same and refolds nothing; a changed one refolds the groups it touches, from the first episode its
+-- earliest changed row can reach.
 CREATE TABLE fold_seen (
     signal                        VARCHAR   NOT NULL,
     partition_start               TIMESTAMP NOT NULL,
@@ -19,7 +21,9 @@ CREATE TABLE fold_seen (
     entity_id                     VARCHAR   NOT NULL,
     kind                          VARCHAR   NOT NULL,
     digest                        UBIGINT   NOT NULL,
-    n                             BIGINT    NOT NULL
+    n                             BIGINT    NOT NULL,
+    first_at                      TIMESTAMP,
+    last_at                       TIMESTAMP
 );
 
 -- The evaluation marks as the fold last saw them (a change near an incident's clean window rechecks it).
@@ -30,8 +34,11 @@ CREATE TABLE fold_evaluations (
 );
 
 -- Per incident, what correlation and triage read of it, before triage (triage rewrites run_id),
--- with its group, its place in the group, its correlation id and a digest: the fold finds the
--- incidents a change can reach here without reading every incident.
+-- with its group and place in the group (pos), its correlation id, a digest of its row and
+-- transitions, what a refold from a later episode needs of it (episode, members, when it was
+-- first and last detected, the clearing it took), and its row and transitions before correlation
+-- and triage (`folded`, pickled). The fold finds the incidents a change can reach here without
+-- reading every incident, and refolds a group from the first episode a change can reach.
 CREATE TABLE fold_incidents (
     incident_id                   VARCHAR   NOT NULL,
     signal                        VARCHAR   NOT NULL,
@@ -47,7 +54,13 @@ CREATE TABLE fold_incidents (
     endpoint                      VARCHAR,
     model_version                 VARCHAR,
     correlation_id                VARCHAR,
-    digest                        VARCHAR   NOT NULL   -- of its row and transitions before triage: did a refold change it?
+    digest                        VARCHAR   NOT NULL,
+    episode                       INTEGER   NOT NULL,
+    members                       VARCHAR[],
+    opened                        TIMESTAMP NOT NULL,
+    last_detected                 TIMESTAMP NOT NULL,
+    cleared_at                    TIMESTAMP,
+    folded                        BLOB      NOT NULL
 );
 
 -- The checkpoint lineage a finding's checkpoint comes from (sql/incidents/findings.sql), and the
@@ -71,12 +84,6 @@ CREATE TABLE fold_meta (
     horizon                       TIMESTAMP
 );
 
--- Each group's incidents and transitions before correlation and triage, as before, without the
--- digests (fold_seen has them per partition). Dropped: an existing home folds once in full.
+-- Each group's incidents are in fold_incidents now, one row each (a refold from a later episode
+-- keeps the earlier ones without reading them whole). Dropped: an existing home folds once in full.
 DROP TABLE fold_state;
-CREATE TABLE fold_state (
-    signal                        VARCHAR   NOT NULL,
-    entity_type                   VARCHAR   NOT NULL,
-    entity_id                     VARCHAR   NOT NULL,
-    folded                        BLOB      NOT NULL
-);
