@@ -1,29 +1,30 @@
 """The incremental incident fold: its cost follows what changed since the last fold, not the history.
 
-A layer around the per-group fold of assets/incident_fold.py (`fold_groups`, `finish`), which it does
-not change; the result is the full refold's, row for row (tests/test_fold_incremental.py holds it to
-`incident_fold.fold` after every partition, in shuffled orders, and after re-written partitions).
-State: sql/migrations/140_fold_marks.sql. One fold, in one transaction:
+A layer around the pure fold of assets/incident_fold.py (`fold_groups`, `fold_group`, `triage`,
+`correlation`); the result is the full refold's, row for row (tests/test_fold_incremental.py holds
+it to `incident_fold.fold` after every partition, in shuffled orders, over days of history, and
+after re-written and backfilled partitions). State: sql/migrations/140_fold_marks.sql. One fold,
+in one transaction:
 
-1. What changed. A check that writes a (signal, partition)'s findings, clearings and evaluation mark
-   also appends it to `fold_marks` (sql/detect/store_findings.sql; retention too, before it
-   deletes). The fold digests only the marked partitions, per (signal, partition, incident group),
-   and compares with what it saw last (`fold_seen`, `fold_evaluations`): a partition written again
-   with the same rows refolds nothing; a changed one refolds exactly the groups whose rows changed.
-2. Groups to refold: those, plus the groups with an incident whose clean window [last_seen,
-   last_seen + gap] reaches a changed evaluation mark (a mark changes `evaluated_spans` only within
-   one window of its own stretch; an empty mark also turns evaluated when the horizon passes its
-   hour, so the marks the horizon crossed count as changed), plus the groups with a finding whose
-   checkpoint lineage changed (a checkpoint saved or audited at or before its onset on its run).
-   Each is folded from its own partitions' findings and clearings and the evaluation marks near its
-   findings only.
-3. Correlation and triage only where they can change (assets/fold_reach.py says why that is exact):
-   the correlation components the refolded incidents were or are now in, and the serving and
-   quality incidents a changed incident or a changed serving version can reach.
+1. What changed (assets/fold_changes.py): the partitions the checks marked, digested per (signal,
+   partition, incident group) against what the fold saw; a partition written again with the same
+   rows changes nothing. Groups to refold: those whose rows changed, those with an incident whose
+   clean window [last_seen, last_seen + gap] reaches a changed evaluation mark (a mark changes
+   `evaluated_spans` only within one window of its own stretch; an empty mark also turns evaluated
+   when the horizon passes its hour, so the marks the horizon crossed count as changed), and those
+   with a finding whose checkpoint lineage changed (a checkpoint of its run saved or audited at or
+   before its onset).
+2. Each such group is folded again from the first episode a change can reach (`_starts`), reading
+   only its findings from there on, the clearings they can take and the evaluation marks near them;
+   the earlier episodes stay as stored (`fold_incidents`), their numbers and members carried in.
+3. Only the incidents whose rows changed go on: correlation and triage over those and the stored
+   incidents they can reach (assets/fold_reach.py says why that is exact).
 4. Storage: the incidents and transitions of those ids are deleted and inserted, not the tables replaced.
 
 With no state, or another settings-and-code digest (`config_digest`), the fold is the full one
 (every group, every incident); `goodput refold` clears the state (`clear_state`) to force that.
+Serving versions (the `versions` argument) are digested per row: a changed row re-triages the
+serving and quality incidents of its endpoint or model version.
 """
 
 from __future__ import annotations

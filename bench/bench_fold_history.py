@@ -8,11 +8,12 @@ backfilled history would look: day d holds a copy of its findings, clearings and
 with every time shifted by d days, each run renamed per day (`<run>-d<d>`: runs end; hosts, GPUs and
 endpoints stay, so their groups gather an episode a day), its checkpoint_saved events likewise, and
 the hours after the copied ones evaluated clean (the last hour's marks, shifted). Then, for each
-code (the base commit's, from a `git worktree` of it on PYTHONPATH, and this tree's), each in its
-own process on its own copy: one fold over the whole history (the state), then `--ticks` ticks, each
-one new partition (the source's first hours as day N's) written as the checks write it and folded.
-CPU-seconds of each tick's fold and store (and the serving_versions read the asset does before it),
-median over the ticks; both codes' stored incidents and transitions are digested and must agree.
+code (the base commit's, from a `git worktree` of it on PYTHONPATH, and this tree's), on its own
+copy: one fold over the whole history (the state), then `--ticks` ticks, each one new partition (the
+source's first hours as day N's) written as the checks write it and folded, each in a fresh process
+as a fold run has (the daemon starts one per run). CPU-seconds of each tick's fold and store (and
+the serving_versions read the asset does before it), median over the ticks; both codes' stored
+incidents and transitions after the last tick are digested and must agree.
 DuckDB runs one thread (GOODPUT_DUCKDB_THREADS=1), as CPU-seconds are the figure on a shared host.
 """
 
@@ -85,61 +86,60 @@ def build(source: str, target: str, days: int) -> dict:
     return {"hours": [str(h) for h in hours], "runs": runs, **sizes}
 
 
-def tick(source: str, history: str, days: int, ticks: int) -> dict:
-    """Under one code: fold the history once, then `ticks` new partitions, each written and folded."""
-    import inspect
-
+def _fold(con) -> dict:
+    """One fold as the incidents asset runs it (the serving versions read, the fold, the store), either code."""
     from assets import incident_fold as full
     from assets import incidents_incremental as inc
     from orchestration import sql
+
+    versions = sql.frame(con, "incidents/serving_versions")
+    if hasattr(inc, "store"):   # the base commit's fold returns the tables and stores them apart
+        folded, transitions, counts = inc.fold_incrementally(con, full.Lifecycle(), versions, full.triage.WINDOW_SECONDS)
+        inc.store(con, folded, transitions, counts.pop("_state"))
+    else:
+        counts = inc.fold_incrementally(con, full.Lifecycle(), versions, full.triage.WINDOW_SECONDS)
+    return {k: v for k, v in counts.items() if isinstance(v, (int, float, bool))}
+
+
+def state(history: str, work: str) -> dict:
+    """Under one code, in its own process: the history copied to `work` and folded once (the state)."""
     from orchestration.warehouse import WarehouseResource
 
-    work = Path(tempfile.mkdtemp(prefix="goodput-bench-foldhist-")) / "w.duckdb"
     shutil.copy(history, work)
-    lifecycle = full.Lifecycle()
-    old_api = hasattr(inc, "store")   # the base commit's fold returns the tables and stores them apart
+    with WarehouseResource(path=work).connect() as con:
+        cpu = time.process_time()
+        counts = _fold(con)
+        return {"cpu_s": round(time.process_time() - cpu, 3), **counts}
 
-    def fold(con) -> dict:
-        versions = sql.frame(con, "incidents/serving_versions")
-        if old_api:
-            folded, transitions, counts = inc.fold_incrementally(con, lifecycle, versions, full.triage.WINDOW_SECONDS)
-            inc.store(con, folded, transitions, counts.pop("_state"))
-            return {k: v for k, v in counts.items() if isinstance(v, (int, float))}
-        counts = inc.fold_incrementally(con, lifecycle, versions, full.triage.WINDOW_SECONDS)
-        return {k: v for k, v in counts.items() if isinstance(v, (int, float, bool))}
 
-    out: dict = {"code": "base" if old_api else "this", "days": days, "ticks": []}
-    with WarehouseResource(path=str(work)).connect() as con:
+def tick(source: str, work: str, days: int, index: int) -> dict:
+    """Under one code, in a fresh process as a fold run has: the source's hour `index` written as day
+    `days`'s (rows replaced and marked as the checks store a partition), then one fold, timed."""
+    from orchestration.warehouse import WarehouseResource
+
+    with WarehouseResource(path=work).connect() as con:
         con.execute(f"ATTACH '{source}' AS src (READ_ONLY)")
         runs = sorted({r for (r,) in con.execute("SELECT DISTINCT run_id FROM src.findings WHERE run_id IS NOT NULL").fetchall()})
         marks = "fold_marks" in {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-        cpu = time.process_time()
-        out["state_fold"] = fold(con)
-        out["state_fold_cpu_s"] = round(time.process_time() - cpu, 3)
-        hours = [h for (h,) in con.execute("SELECT DISTINCT partition_start FROM src.evaluations ORDER BY 1").fetchall()]
+        hour = con.execute("SELECT DISTINCT partition_start FROM src.evaluations ORDER BY 1").fetchall()[index][0]
         for table in SHIFTED:
             con.execute(f"CREATE TEMP TABLE src_{table} AS SELECT * FROM src.{table}")
-        for hour in hours[:ticks]:
-            at = f"TIMESTAMP '{hour}' + INTERVAL {days} DAY"
-            con.execute("BEGIN TRANSACTION")   # as the checks store a partition: rows replaced and marked at once
-            for table in SHIFTED:
-                con.execute(f"DELETE FROM {table} WHERE partition_start = {at}")
-                _copy(con, table, days, runs, f"partition_start = TIMESTAMP '{hour}'")
-            if marks:
-                con.execute(f"INSERT INTO fold_marks SELECT DISTINCT signal, {at} FROM src_evaluations "
-                            f"WHERE partition_start = TIMESTAMP '{hour}'")
-            con.execute("COMMIT")
-            cpu, wall = time.process_time(), time.monotonic()
-            counts = fold(con)
-            out["ticks"].append({"cpu_s": round(time.process_time() - cpu, 4), "wall_s": round(time.monotonic() - wall, 4),
-                                 **counts})
+        at = f"TIMESTAMP '{hour}' + INTERVAL {days} DAY"
+        con.execute("BEGIN TRANSACTION")
+        for table in SHIFTED:
+            con.execute(f"DELETE FROM {table} WHERE partition_start = {at}")
+            _copy(con, table, days, runs, f"partition_start = TIMESTAMP '{hour}'")
+        if marks:
+            con.execute(f"INSERT INTO fold_marks SELECT DISTINCT signal, {at} FROM src_evaluations "
+                        f"WHERE partition_start = TIMESTAMP '{hour}'")
+        con.execute("COMMIT")
+        con.execute("DETACH src")
+        cpu, wall = time.process_time(), time.monotonic()
+        counts = _fold(con)
+        out = {"cpu_s": round(time.process_time() - cpu, 4), "wall_s": round(time.monotonic() - wall, 4), **counts}
         out["incidents"] = con.execute("SELECT count(*) FROM incidents").fetchone()[0]
-        out["findings"] = con.execute("SELECT count(*) FROM findings").fetchone()[0]
         out["digest"] = [str(con.execute(f"SELECT bit_xor(hash(t)) FROM {table} t").fetchone()[0])
                          for table in ("incidents", "incident_transitions")]
-    out["tick_cpu_s"] = statistics.median(t["cpu_s"] for t in out["ticks"])
-    out["source"] = inspect.getsourcefile(inc)
-    shutil.rmtree(work.parent, ignore_errors=True)
     return out
 
 
@@ -160,10 +160,14 @@ def main() -> int:
     parser.add_argument("--ticks", type=int, default=3)
     parser.add_argument("--out")
     parser.add_argument("--build", nargs=3, metavar=("SOURCE", "TARGET", "DAYS"), help=argparse.SUPPRESS)
-    parser.add_argument("--tick", nargs=4, metavar=("SOURCE", "HISTORY", "DAYS", "TICKS"), help=argparse.SUPPRESS)
+    parser.add_argument("--state", nargs=2, metavar=("HISTORY", "WORK"), help=argparse.SUPPRESS)
+    parser.add_argument("--tick", nargs=4, metavar=("SOURCE", "WORK", "DAYS", "INDEX"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.build:
         print(json.dumps(build(args.build[0], args.build[1], int(args.build[2]))))
+        return 0
+    if args.state:
+        print(json.dumps(state(*args.state), default=str))
         return 0
     if args.tick:
         print(json.dumps(tick(args.tick[0], args.tick[1], int(args.tick[2]), int(args.tick[3])), default=str))
@@ -177,12 +181,20 @@ def main() -> int:
         for days in [int(d) for d in args.days.split(",")]:
             history = str(scratch / f"history-{days}.duckdb")
             built = _child(base, "--build", source, history, str(days))
-            runs = {code: _child(path, "--tick", source, history, str(days), str(args.ticks))
-                    for code, path in (("base", base), ("this", REPO))}
-            assert runs["base"]["digest"] == runs["this"]["digest"], f"{days} days: the two folds stored different incidents"
+            runs = {}
+            for code, path in (("base", base), ("this", REPO)):
+                work = str(scratch / f"{code}-{days}.duckdb")
+                runs[code] = {"state": _child(path, "--state", history, work), "ticks": []}
+                for index in range(args.ticks):
+                    runs[code]["ticks"].append(_child(path, "--tick", source, work, str(days), str(index)))
+                runs[code]["tick_cpu_s"] = statistics.median(t["cpu_s"] for t in runs[code]["ticks"])
+                runs[code]["incidents"] = runs[code]["ticks"][-1]["incidents"]
+                os.remove(work)
+            assert runs["base"]["ticks"][-1]["digest"] == runs["this"]["ticks"][-1]["digest"], \
+                f"{days} days: the two folds stored different incidents"
             rows.append({"days": days, "findings": built["findings"], "incidents": runs["this"]["incidents"],
                          **{f"{code}_tick_cpu_s": r["tick_cpu_s"] for code, r in runs.items()},
-                         **{f"{code}_state_cpu_s": r["state_fold_cpu_s"] for code, r in runs.items()},
+                         **{f"{code}_state_cpu_s": r["state"]["cpu_s"] for code, r in runs.items()},
                          "this_groups_folded": [t["groups_folded"] for t in runs["this"]["ticks"]],
                          "runs": runs})
             print(f"{days} days: base {runs['base']['tick_cpu_s']} CPU-s a tick, this {runs['this']['tick_cpu_s']}", flush=True)
