@@ -2,7 +2,9 @@
 in three shuffled orders; after every partition the stored incidents and transitions equal
 `incidents.fold` over the same findings, stored the same way, and the fold refolded the groups the
 partition touched and no others. A partition written again with the same rows refolds nothing;
-the oldest partition deleted and backfilled later refolds only its own groups."""
+the oldest partition retracted and backfilled refolds only what it reaches. Over three days of
+history a refold starts after the groups' earlier episodes; a checkpoint audit or save and a
+serving promotion recorded late refold or re-triage what they reach."""
 
 import random
 import shutil
@@ -212,6 +214,38 @@ def test_a_group_with_history_refolds_from_the_episode_a_change_reaches(detected
             counts = fold(con)
             assert_same(con)
             assert not counts["whole"] and counts["groups_folded"] < groups(con)
+
+
+def test_lineage_and_serving_versions_refold_what_they_reach(detected, tmp_path):
+    """A checkpoint audit that now fails (findings of its run after it take another checkpoint), a
+    checkpoint saved late, and a promotion recorded late (the serving versions triage reads): each
+    refolds or re-triages only what it reaches, and the tables equal the full refold's."""
+    work = tmp_path / "w.duckdb"
+    shutil.copy(detected, work)
+    with WarehouseResource(path=str(work)).connect() as con:
+        con.execute("DELETE FROM fold_marks")
+        clear_state(con)
+        fold(con)
+        assert_same(con)
+        assert fold(con)["groups_folded"] == 0
+        con.execute("""UPDATE checkpoint_audits SET status = 'failed'
+                       WHERE coalesce(recorded_path, path) = (SELECT min(coalesce(recorded_path, path)) FROM checkpoint_audits
+                                                              WHERE status = 'ok')""")
+        counts = fold(con)
+        assert_same(con)
+        assert 0 < counts["groups_folded"] < groups(con)
+        con.execute("""INSERT INTO lineage_events SELECT * REPLACE (time - INTERVAL 7 MINUTE AS time, step + 1 AS step,
+                           checkpoint_path || '-late' AS checkpoint_path)
+                       FROM lineage_events WHERE event = 'checkpoint_saved'
+                         AND run_id = (SELECT min(run_id) FROM findings WHERE run_id IS NOT NULL) LIMIT 1""")
+        counts = fold(con)
+        assert_same(con)
+        assert counts["groups_folded"] < groups(con)
+        con.execute("""INSERT INTO lineage_events SELECT * REPLACE (time - INTERVAL 150 MINUTE AS time)
+                       FROM lineage_events WHERE event = 'model_version_promoted'""")
+        counts = fold(con)
+        assert_same(con)
+        assert counts["versions_changed"] > 0 and counts["groups_folded"] == 0
 
 
 def test_fast_correlate_gives_correlate_ids_on_random_incidents():
