@@ -4,7 +4,7 @@ in three shuffled orders; after every partition the stored incidents and transit
 partition touched and no others. A partition written again with the same rows refolds nothing;
 the oldest partition retracted and backfilled refolds only what it reaches. Over three days of
 history a refold starts after the groups' earlier episodes; a checkpoint audit or save and a
-serving promotion recorded late refold or re-triage what they reach."""
+serving promotion recorded late refold or re-triage what they reach; retention drops what it deletes."""
 
 import random
 import shutil
@@ -20,6 +20,7 @@ from assets.correlation import fast_correlate
 from assets.fold_changes import MARGIN
 from assets.incidents_incremental import clear_state, fold_incrementally
 from orchestration import sql
+from orchestration.maintenance import apply_retention
 from orchestration.warehouse import WarehouseResource
 from tests.helpers import FAULTS_FOLD_HOURS
 
@@ -219,7 +220,8 @@ def test_a_group_with_history_refolds_from_the_episode_a_change_reaches(detected
 def test_lineage_and_serving_versions_refold_what_they_reach(detected, tmp_path):
     """A checkpoint audit that now fails (findings of its run after it take another checkpoint), a
     checkpoint saved late, and a promotion recorded late (the serving versions triage reads): each
-    refolds or re-triages only what it reaches, and the tables equal the full refold's."""
+    refolds or re-triages only what it reaches, and the tables equal the full refold's; so does
+    retention deleting the groups whose findings are all old."""
     work = tmp_path / "w.duckdb"
     shutil.copy(detected, work)
     with WarehouseResource(path=str(work)).connect() as con:
@@ -246,6 +248,15 @@ def test_lineage_and_serving_versions_refold_what_they_reach(detected, tmp_path)
         counts = fold(con)
         assert_same(con)
         assert counts["versions_changed"] > 0 and counts["groups_folded"] == 0
+        # retention (orchestration/maintenance.py) deletes the groups whose newest finding is old: it marks
+        # their partitions, and the next fold drops their incidents
+        first = con.execute("SELECT min(partition_start) FROM evaluations").fetchone()[0]
+        cutoff = (pd.Timestamp(first) + pd.Timedelta(hours=2, minutes=30)).tz_localize("UTC")
+        deleted = apply_retention(con, cutoff.to_pydatetime(), raw_days=1000, minutes_days=0)
+        assert deleted.get("findings", 0) > 0
+        counts = fold(con)
+        assert_same(con)
+        assert 0 < counts["groups_folded"] < groups(con) + counts["groups_folded"]
 
 
 def test_fast_correlate_gives_correlate_ids_on_random_incidents():
