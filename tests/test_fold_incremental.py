@@ -181,8 +181,8 @@ def test_incremental_fold_equals_full_refold_in_shuffled_orders(detected, tmp_pa
 
 def test_a_group_with_history_refolds_from_the_episode_a_change_reaches(detected, tmp_path):
     """Three days of history (the hours copied a day and two days later: hosts, GPUs, runs and endpoints
-    gather an episode a day), then the next day's hours one by one, then the first day's first hour
-    retracted and backfilled: equal to the full refold each time, and the refolds keep the groups' earlier episodes."""
+    gather an episode a day), then the next day's hours one by one, then the first day's first hour and
+    a later one retracted and backfilled: equal to the full refold each time, and the refolds keep the groups' earlier episodes."""
     work = tmp_path / "w.duckdb"
     shutil.copy(detected, work)
     with WarehouseResource(path=str(work)).connect() as con:
@@ -210,11 +210,12 @@ def test_a_group_with_history_refolds_from_the_episode_a_change_reaches(detected
             assert groups_of(con, hour) <= set(counts["groups"])
             kept += counts["episodes_kept"]
         assert kept > 0, "refolds start after the groups' earlier episodes"
-        for rows in (False, True):   # a backfill far back: its groups refold from their first episode
-            write(con, hours[0], rows)
-            counts = fold(con)
-            assert_same(con)
-            assert not counts["whole"] and counts["groups_folded"] < groups(con)
+        for hour in (hours[0], hours[2] + pd.Timedelta(days=1)):   # backfills far back and mid-history
+            for rows in (False, True):
+                write(con, hour, rows)
+                counts = fold(con)
+                assert_same(con)
+                assert not counts["whole"] and counts["groups_folded"] < groups(con)
 
 
 def test_lineage_and_serving_versions_refold_what_they_reach(detected, tmp_path):
