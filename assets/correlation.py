@@ -23,19 +23,32 @@ def correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | None]:
     Pairwise, O(n^2): the definition `fast_correlate` is tested against."""
     groups = _Groups(len(incidents))
     rows = incidents.to_dict("records")
-    gpu_gap = max(gap, GPU_WINDOW)
     for i, a in enumerate(rows):
         for j in range(i + 1, len(rows)):
-            b = rows[j]
-            if a["onset"] > b["last_seen"] + gpu_gap or b["onset"] > a["last_seen"] + gpu_gap:
-                continue
-            near = not (a["onset"] > b["last_seen"] + gap or b["onset"] > a["last_seen"] + gap)
-            same_run = a["run_id"] is not None and a["run_id"] == b["run_id"]
-            same_gpu = bool(set(a["gpus"]) & set(b["gpus"]))
-            same_host = (not a["gpus"] or not b["gpus"]) and bool(set(a["hosts"]) & set(b["hosts"]))
-            if same_gpu or (near and (same_run or same_host)):
+            if linked(a, rows[j], gap):
                 groups.merge(i, j)
     return _named(incidents, groups)
+
+
+def linked(a: dict, b: dict, gap: pd.Timedelta) -> bool:
+    """Whether two incidents are directly correlated (one edge of `correlate`'s graph)."""
+    gpu_gap = max(gap, GPU_WINDOW)
+    if a["onset"] > b["last_seen"] + gpu_gap or b["onset"] > a["last_seen"] + gpu_gap:
+        return False
+    near = not (a["onset"] > b["last_seen"] + gap or b["onset"] > a["last_seen"] + gap)
+    same_run = _known(a["run_id"]) and a["run_id"] == b["run_id"]
+    a_gpus, b_gpus = _items(a["gpus"]), _items(b["gpus"])
+    same_gpu = bool(a_gpus & b_gpus)
+    same_host = (not a_gpus or not b_gpus) and bool(_items(a["hosts"]) & _items(b["hosts"]))
+    return same_gpu or (near and (same_run or same_host))
+
+
+def _known(value) -> bool:
+    return value is not None and not (isinstance(value, float) and pd.isna(value))
+
+
+def _items(values) -> set:
+    return set(values) if values is not None else set()
 
 
 def fast_correlate(incidents: pd.DataFrame, gap: pd.Timedelta) -> list[str | None]:

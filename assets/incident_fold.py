@@ -96,17 +96,19 @@ def _episodes(group: pd.DataFrame, gap: pd.Timedelta):
 PARTITION = pd.Timedelta(hours=1)   # orchestration/partitions.py: one partition per UTC hour
 
 
-def evaluated_spans(evaluations: pd.DataFrame, window_seconds: float) -> dict[str, list[tuple[pd.Timestamp, pd.Timestamp]]]:
+def evaluated_spans(evaluations: pd.DataFrame, window_seconds: float,
+                    horizon=None) -> dict[str, list[tuple[pd.Timestamp, pd.Timestamp]]]:
     """Per signal, the merged stretches of data time it has evaluated ([partition start, evaluated until]).
 
     A partition evaluated with nothing to look at (no entity: the run ended) has no `evaluated_until`;
     it counts as evaluated and clean for its whole hour once some signal has evaluated data past its
-    end, so an incident at the end of a run still resolves."""
+    end, so an incident at the end of a run still resolves. `horizon`: the latest `evaluated_until` of
+    every mark, when `evaluations` holds only some (the incremental fold reads those near its groups)."""
     spans: dict[str, list[tuple[pd.Timestamp, pd.Timestamp]]] = {}
     if evaluations.empty:
         return spans
     slack = pd.Timedelta(seconds=window_seconds)   # a partition evaluated to its last tick abuts the next one
-    horizon = evaluations["evaluated_until"].max()
+    horizon = evaluations["evaluated_until"].max() if horizon is None else horizon
     marks = evaluations.copy()
     empty = marks["evaluated_until"].isna()
     if pd.notna(horizon):
@@ -174,11 +176,13 @@ def fold(findings: pd.DataFrame, evaluations: pd.DataFrame, lifecycle: Lifecycle
 
 
 def fold_groups(findings: pd.DataFrame, evaluations: pd.DataFrame, lifecycle: Lifecycle = Lifecycle(),
-                registry: SignalRegistry = REGISTRY, clearings: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                registry: SignalRegistry = REGISTRY, clearings: pd.DataFrame | None = None,
+                horizon=None, earlier: Mapping | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The per-(signal, entity) part of the fold: each group's incidents (not yet correlated or
     triaged) and transitions; a group's rows depend on its findings, its clearings and its signal's
-    evaluations only (assets/incidents_incremental.py folds only the groups that changed)."""
-    spans = evaluated_spans(evaluations, lifecycle.window_seconds)
+    evaluations only (assets/incidents_incremental.py folds only the groups that changed, from the
+    first episode a change can reach: `earlier` gives, per group key, the episodes before it)."""
+    spans = evaluated_spans(evaluations, lifecycle.window_seconds, horizon)
     incidents, transitions = [], []
     if findings.empty:
         return pd.DataFrame(columns=list(INCIDENT_COLUMNS)), pd.DataFrame(columns=list(TRANSITION_COLUMNS))
@@ -190,7 +194,8 @@ def fold_groups(findings: pd.DataFrame, evaluations: pd.DataFrame, lifecycle: Li
     for (signal_name, entity_type, entity_id), group in findings.groupby(
             ["signal", "incident_entity_type", "incident_entity_id"], sort=True):
         inc, trans = fold_group(registry.get(signal_name), entity_type, entity_id, group,
-                                spans.get(signal_name, []), cleared.get((signal_name, entity_type, entity_id)), lifecycle)
+                                spans.get(signal_name, []), cleared.get((signal_name, entity_type, entity_id)), lifecycle,
+                                (earlier or {}).get((signal_name, entity_type, entity_id)))
         incidents.extend(inc)
         transitions.extend(trans)
     return pd.DataFrame(incidents, columns=list(INCIDENT_COLUMNS)), pd.DataFrame(transitions, columns=list(TRANSITION_COLUMNS))
@@ -222,10 +227,12 @@ ORDER = ["detected_at", "partition_start", "entity_id", "onset"]
 
 
 def fold_group(signal, entity_type: str, entity_id: str, group: pd.DataFrame, spans, clearings: pd.DataFrame | None,
-               lifecycle: Lifecycle = Lifecycle()) -> tuple[list[dict], list[dict]]:
+               lifecycle: Lifecycle = Lifecycle(), earlier=None) -> tuple[list[dict], list[dict]]:
     """The incidents and transitions of one (signal, entity) group: a pure function of the group's
-    findings, its clearings and the signal's evaluated spans (`evaluated_spans(...)[signal]`)."""
-    incidents, transitions, earlier = [], [], []
+    findings, its clearings and the signal's evaluated spans (`evaluated_spans(...)[signal]`).
+    `earlier`: [(members, episode number, incident id)] of the group's episodes before these findings
+    (a fold from a later episode on; the findings then start a new episode)."""
+    incidents, transitions, earlier = [], [], list(earlier or [])
     for episode in _episodes(group.sort_values(ORDER, kind="stable"), lifecycle.gap):
         # an episode reopens the latest earlier one of the same members (ranks of a run): another
         # rank straggling later in the run is a new problem, episode 1, not a reopening

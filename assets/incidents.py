@@ -20,7 +20,7 @@ from assets.incident_fold import (  # noqa: F401  (the fold's names, re-exported
     incident_id,
     incidents_table_md,
 )
-from assets.incidents_incremental import fold_incrementally, store
+from assets.incidents_incremental import fold_incrementally
 from checks.incident_checks import open_gpu_hours_at_risk
 from checks.registry import REGISTRY
 from orchestration import sql
@@ -62,28 +62,30 @@ def incidents(context: dg.AssetExecutionContext, config: IncidentsConfig, wareho
     lineage (run, ranks, hosts, GPUs, last checkpoint), GPU-hours burned since onset and a
     correlation id. Re-running reproduces the same incidents with the same ids."""
     with warehouse.connect() as con:
-        # only the (signal, entity) groups whose findings, clearings or resolution changed are folded (issue 15)
+        # only what changed since the last fold is folded, correlated, triaged and stored (issue 15)
         versions = sql.frame(con, "incidents/serving_versions")
-        folded, transitions, counts = fold_incrementally(con, config.lifecycle(), versions, config.triage_window_seconds)
-        store(con, folded, transitions, counts.pop("_state"))
+        counts = fold_incrementally(con, config.lifecycle(), versions, config.triage_window_seconds)
+        summary = sql.frame(con, "incidents_incremental/summary").iloc[0]
+        open_ = sql.frame(con, "incidents_incremental/open_incidents")
+        recent = sql.frame(con, "incidents_incremental/recent_incidents")
         # the fold holds the write lock anyway: log delivery attempts a sensor could not mirror
         mirrored = mirror_journal(con, AlertJournal(journal_path(Path(warehouse.path).parent)))
         gpu_hours_open = open_gpu_hours_at_risk(con)   # each correlated group once (sql/views)
-    open_ = folded[folded["status"] == "open"]
-    escalated = int((transitions["transition"] == "escalated").sum()) if not transitions.empty else 0
-    context.log.info(f"{len(folded)} incident(s), {len(open_)} open, {escalated} escalation(s), from {counts['findings']} finding(s)"
-                     f" ({counts['groups_folded']} of {counts['groups']} group(s) folded)")
+    context.log.info(f"{summary['incidents']} incident(s), {summary['open']} open, {summary['escalations']} escalation(s), "
+                     f"from {summary['findings']} finding(s) ({counts['groups_folded']} of {summary['groups']} group(s) folded, "
+                     f"{counts['incidents_written']} incident(s) written)")
     return dg.MaterializeResult(
         metadata={
-            "incidents": len(folded),
-            "open": len(open_),
-            "findings": counts["findings"],
+            "incidents": int(summary["incidents"]),
+            "open": int(summary["open"]),
+            "findings": int(summary["findings"]),
             "groups_folded": counts["groups_folded"],
-            "groups_kept": counts["groups_kept"],
-            "transitions": len(transitions),
+            "groups_kept": int(summary["groups"]) - counts["groups_folded"],
+            "incidents_written": counts["incidents_written"],
+            "transitions": int(summary["transitions"]),
             "alert_attempts_logged": mirrored,
             "gpu_hours_at_risk_open": gpu_hours_open,
             "open_incidents": dg.MetadataValue.md(incidents_table_md(open_)),
-            "recent_incidents": dg.MetadataValue.md(incidents_table_md(folded)),
+            "recent_incidents": dg.MetadataValue.md(incidents_table_md(recent)),
         }
     )

@@ -1,27 +1,37 @@
-"""The incremental incident fold: only the (signal, entity) groups whose inputs changed are folded.
+"""The incremental incident fold: its cost follows what changed since the last fold, not the history.
 
-A layer around the per-group fold of assets/incidents.py (`fold_groups`), which it does not change.
-A group's incidents depend on its own findings and, through resolution, on its clearings (the
-evidence that a fault is over) and on whether its signal has evaluated the clean windows after
-each incident's last finding. So a fold
+A layer around the pure fold of assets/incident_fold.py (`fold_groups`, `fold_group`, `triage`,
+`correlation`); the result is the full refold's, row for row (tests/test_fold_incremental.py holds
+it to `incident_fold.fold` after every partition, in shuffled orders, over days of history, and
+after re-written and backfilled partitions). State: sql/migrations/140_fold_marks.sql. One fold,
+in one transaction:
 
-1. digests every group's findings in SQL (one columnar pass: sql/incidents_incremental/group_digests.sql);
-2. folds again only the groups whose digest or count changed, that are new, whose settings or fold
-   code changed, or one of whose incidents would now resolve differently (a cheap recheck of
-   `_clean_through` per kept incident); the others keep the rows stored in `fold_state` (migration 071);
-3. correlates and triages all incidents (`finish`: both look across groups; correlation by a
-   sweep over time per run, GPU and host, `fast_correlate`, the same ids as `correlate`), and
-   replaces the incident tables.
+1. What changed (assets/fold_changes.py): the partitions the checks marked, digested per (signal,
+   partition, incident group) against what the fold saw; a partition written again with the same
+   rows changes nothing. Groups to refold: those whose rows changed, those with an incident whose
+   clean window [last_seen, last_seen + gap] reaches a changed evaluation mark (a mark changes
+   `evaluated_spans` only within one window of its own stretch; an empty mark also turns evaluated
+   when the horizon passes its hour, so the marks the horizon crossed count as changed), and those
+   with a finding whose checkpoint lineage changed (a checkpoint of its run saved or audited at or
+   before its onset).
+2. Each such group is folded again from the first episode a change can reach (`_starts`), reading
+   only its findings from there on, the clearings they can take and the evaluation marks near them;
+   the earlier episodes stay as stored (`fold_incidents`), their numbers and members carried in.
+3. Only the incidents whose rows changed go on: correlation and triage over those and the stored
+   incidents they can reach (assets/fold_reach.py says why that is exact).
+4. Storage: the incidents and transitions of those ids are deleted and inserted, not the tables replaced.
 
-The result is the full refold's, row for row (tests/test_fold_incremental.py holds it to
-`incidents.fold` over the same inputs in shuffled orders); `goodput refold` clears the state.
+With no state, or another settings-and-code digest (`config_digest`), the fold is the full one
+(every group, every incident); `goodput refold` clears the state (`clear_state`) to force that.
+Serving versions (the `versions` argument) are digested per row: a changed row re-triages the
+serving and quality incidents of its endpoint or model version.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
-import json
 import pickle
 from pathlib import Path
 
@@ -29,19 +39,20 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from assets import correlation, fold_reach, triage
+from assets import fold_changes as changes
 from assets import incident_fold as full
-from assets.correlation import fast_correlate
+from assets.fold_reach import INDEX_COLUMNS, KEY, as_index, query
 from checks.registry import REGISTRY
 from orchestration import sql
-from orchestration.warehouse import transaction
-
-KEY = ["signal", "entity_type", "entity_id"]
 
 
 def config_digest(lifecycle: full.Lifecycle) -> str:
-    """Settings and code a group's rows depend on: another digest refolds every group."""
+    """Settings and code a group's rows and the stored incidents depend on: another digest refolds all."""
     digest = hashlib.sha1(repr(lifecycle).encode())
-    digest.update(inspect.getsource(full).encode())
+    for module in (full, triage, correlation, fold_reach, changes):
+        digest.update(inspect.getsource(module).encode())
+    digest.update(Path(__file__).read_bytes())
     for signal in sorted(REGISTRY, key=lambda s: s.name):
         digest.update(repr((signal.name, signal.tier, signal.owner, signal.family, signal.title)).encode())
     for path in sorted((Path(full.__file__).resolve().parent.parent / "checks" / "playbooks").glob("*")):
@@ -52,109 +63,263 @@ def config_digest(lifecycle: full.Lifecycle) -> str:
 def _findings_sql(name: str) -> str:
     findings = sql.sql_text("incidents/findings").strip().rstrip(";")
     findings = "\n".join(line for line in findings.splitlines() if not line.lstrip().startswith("--"))
+    assert findings.count("FROM findings f\n") == 1, "sql/incidents/findings.sql reads `findings f` once"
+    findings = findings.replace("FROM findings f\n", "FROM scope f\n")
     return sql.sql_text(f"incidents_incremental/{name}").replace("/*@findings*/", findings)
 
 
-def _resolution(incidents: pd.DataFrame, spans: dict, gap: pd.Timedelta) -> list:
-    return [[pd.Timestamp(r.last_seen).isoformat(), bool(full._clean_through(spans.get(r.signal, []), r.last_seen, r.last_seen + gap))]
-            for r in incidents.itertuples()]
+def _starts(before: pd.DataFrame, dirty: pd.DataFrame) -> pd.DataFrame:
+    """Per refolded group, the first stored episode (`k`) a change can reach, and what the fold from
+    there needs: `since` (that episode's first detection: the findings read) and `earlier` (the
+    episodes before it). A changed finding (earliest detection `d`) can only join the episode
+    running at `d` or start a later one; a changed clearing (earliest `c`) only changes the incidents
+    whose clearing was none or at or after `c`; a changed evaluation mark only the incidents from
+    `pos` on; and every episode after a refolded one is refolded too (episode numbers chain)."""
+    stored = {key: rows.sort_values("pos") for key, rows in before.groupby(KEY, sort=False)}
+    out = []
+    for r in dirty.itertuples(index=False):
+        key = (r.signal, r.entity_type, r.entity_id)
+        rows = stored.get(key)
+        n = 0 if rows is None else len(rows)
+        k = n
+        if n:
+            opened, cleared = rows["opened"].to_numpy(), rows["cleared_at"]
+            if pd.notna(r.d):
+                k = min(k, max(int(np.searchsorted(opened, np.datetime64(pd.Timestamp(r.d)), side="left")) - 1, 0))
+            if pd.notna(r.c):
+                reached = np.flatnonzero((cleared.isna() | (cleared >= pd.Timestamp(r.c))).to_numpy())
+                k = min(k, int(reached[0]) if len(reached) else n)
+            if pd.notna(r.e):
+                k = min(k, int(r.e))
+            k = min(k, n - 1)
+            last = rows["last_detected"].to_numpy()
+            while k > 0 and last[k - 1] >= opened[k]:   # the episode before ends where this one opens: read both
+                k -= 1
+        since = rows["opened"].iloc[k] if k else pd.NaT   # from the first episode: every finding, even earlier ones
+        earlier = [(set(m), int(e), i) for m, e, i in zip(rows["members"].iloc[:k], rows["episode"].iloc[:k],
+                                                           rows["incident_id"].iloc[:k])] if n else []
+        out.append({**dict(zip(KEY, key)), "k": k, "since": since, "earlier": earlier})
+    return pd.DataFrame(out, columns=[*KEY, "k", "since", "earlier"])
 
 
-def _still(resolution: str, signal: str, spans: dict, gap: pd.Timedelta) -> bool:
-    """Whether each kept incident of a group would resolve as it did when it was folded."""
-    for last_seen, resolved in json.loads(resolution):
-        at = pd.Timestamp(last_seen)
-        if bool(full._clean_through(spans.get(signal, []), at, at + gap)) != resolved:
-            return False
-    return True
+def _group_keys(frame: pd.DataFrame) -> list[tuple]:
+    return [(s, *full.incident_entity({"entity_type": t, "entity_id": e, "run_id": r}))
+            for s, t, e, r in zip(frame["signal"], frame["entity_type"], frame["entity_id"], frame["run_id"])]
 
 
-def with_clearings(digests: pd.DataFrame, clearings: pd.DataFrame) -> pd.DataFrame:
-    """Fold each group's clearings (the evidence that resolves its episodes) into its digest: a new
-    clearing changes how the group resolves, so it refolds the group like a new finding does."""
-    if clearings.empty or digests.empty:
-        return digests
-    keys = [full.clearing_entity(t, str(e)) for t, e in zip(clearings["entity_type"], clearings["entity_id"])]
-    rows = pd.util.hash_pandas_object(clearings.astype(str), index=False).to_numpy(dtype=np.uint64)
-    per_group = pd.DataFrame({"signal": clearings["signal"].to_numpy(), "entity_type": [k[0] for k in keys],
-                              "entity_id": [k[1] for k in keys], "cleared": rows})
-    per_group = per_group.groupby(KEY, sort=False)["cleared"].agg(lambda v: np.bitwise_xor.reduce(v.to_numpy())).reset_index()
-    out = digests.merge(per_group, on=KEY, how="left")
-    cleared = out["cleared"].fillna(0).astype(np.uint64).to_numpy()
-    out["digest"] = np.bitwise_xor(out["digest"].astype(np.uint64).to_numpy(), cleared)
-    return out.drop(columns="cleared")
+def _fold_groups(con, starts: pd.DataFrame, seen: pd.DataFrame, lifecycle, horizon):
+    """(findings read, clearings read, incidents, transitions): each refolded group from its start."""
+    empty = pd.DataFrame()
+    if starts.empty:
+        return empty, empty, *full.fold_groups(empty, empty, lifecycle)
+    dirty = starts[[*KEY, "since"]].assign(since=pd.to_datetime(starts["since"]))
+    parts = query(con, "group_parts", dirty_groups=dirty[KEY])
+    now = seen.merge(dirty[KEY], on=KEY)[[*KEY, "partition_start", "kind", "last_at"]]
+    parts = pd.concat([parts, now], ignore_index=True).merge(dirty, on=KEY)
+    late = parts["since"].isna() | (pd.to_datetime(parts["last_at"]) >= parts["since"])
+    found = parts.loc[(parts["kind"] == "f") & late, ["signal", "partition_start"]].drop_duplicates()
+    if found.empty:
+        return empty, empty, *full.fold_groups(empty, empty, lifecycle)
+    for name, frame in (("dirty_groups", dirty), ("parts", found)):
+        con.register(name, frame)
+    try:
+        findings = sql.execute_text(con, _findings_sql("group_findings"), changes.bounds(found)).df()
+    finally:
+        for name in ("dirty_groups", "parts"):
+            con.unregister(name)
+    keyed = pd.DataFrame(_group_keys(findings), columns=KEY).assign(last_seen=findings["last_seen"].to_numpy())
+    span = keyed.groupby(KEY, as_index=False)["last_seen"].agg(["min", "max"])
+    # a refolded incident takes the first clearing at or after its last finding: none before the earliest
+    bound = parts[parts["kind"] == "c"].merge(span[[*KEY, "min"]], on=KEY)
+    cleared = bound.loc[pd.to_datetime(bound["last_at"]) >= bound["min"], ["signal", "partition_start"]].drop_duplicates()
+    clearings = query(con, "clearings_in", changes.bounds(cleared), parts=cleared) if not cleared.empty else empty
+    if not clearings.empty:
+        first = {tuple(r[:3]): r[3] for r in span[[*KEY, "min"]].itertuples(index=False)}
+        keys = [(s, *full.clearing_entity(t, str(e))) for s, t, e in
+                zip(clearings["signal"], clearings["entity_type"], clearings["entity_id"])]
+        own = [k in first and at >= first[k] for k, at in zip(keys, clearings["cleared_at"])]
+        clearings = clearings[np.array(own, dtype=bool)]
+    slack = pd.Timedelta(seconds=lifecycle.window_seconds)
+    ranges = pd.DataFrame({"signal": span["signal"], "lo": span["min"] - slack - changes.MARGIN,
+                           "hi": span["max"] + lifecycle.gap + slack + changes.MARGIN})
+    evaluations = query(con, "evaluations_near", ranges=ranges)
+    earlier = {tuple(r[:3]): r[3] for r in starts[[*KEY, "earlier"]].itertuples(index=False)}
+    return findings, clearings, *full.fold_groups(findings, evaluations, lifecycle, REGISTRY, clearings, horizon=horizon,
+                                                  earlier=earlier)
+
+
+def _plain(v):
+    """A value as its content (a missing rank is NaN in one frame and None in another)."""
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return tuple(_plain(x) for x in v)
+    if v is None or v is pd.NaT or (isinstance(v, float) and np.isnan(v)):
+        return None
+    if isinstance(v, np.generic):
+        return _plain(v.item())
+    return pd.Timestamp(v).isoformat() if isinstance(v, (pd.Timestamp, np.datetime64)) else v
+
+
+def _index(incidents: pd.DataFrame, transitions: pd.DataFrame, findings: pd.DataFrame, clearings: pd.DataFrame,
+           starts: pd.DataFrame) -> pd.DataFrame:
+    """The index rows of freshly folded incidents: place in the group, the last detection of its
+    findings (episodes take the group's findings in the fold's order, `findings` each), the clearing
+    it took, a digest of its row and transitions, and both pickled."""
+    if incidents.empty:
+        return as_index(pd.DataFrame())
+    out = incidents.reset_index(drop=True)
+    first = {tuple(r[:3]): r[3] for r in starts[[*KEY, "k"]].itertuples(index=False)}
+    out["pos"] = [first[k] + i for k, i in zip(map(tuple, out[KEY].to_numpy()), out.groupby(KEY, sort=False).cumcount())]
+    keyed = findings.assign(**dict(zip(KEY, zip(*_group_keys(findings)))))
+    detected = {key: group.sort_values(full.ORDER, kind="stable")["detected_at"].to_numpy()
+                for key, group in keyed.groupby(KEY, sort=False)}
+    taken: dict = {}
+    cleared = {}
+    if not clearings.empty:
+        ckeys = [(s, *full.clearing_entity(t, str(e))) for s, t, e in
+                 zip(clearings["signal"], clearings["entity_type"], clearings["entity_id"])]
+        for key, at in zip(ckeys, clearings["cleared_at"]):
+            cleared.setdefault(key, []).append(pd.Timestamp(at))
+        cleared = {k: np.array(sorted(v), dtype="datetime64[ns]") for k, v in cleared.items()}
+    last_detected, cleared_at = [], []
+    for key, count, last_seen in zip(map(tuple, out[KEY].to_numpy()), out["findings"], out["last_seen"]):
+        at = taken.get(key, 0) + int(count)
+        taken[key] = at
+        last_detected.append(detected[key][at - 1])
+        times = cleared.get(key)
+        j = np.searchsorted(times, np.datetime64(pd.Timestamp(last_seen)), side="left") if times is not None else 0
+        cleared_at.append(times[j] if times is not None and j < len(times) else pd.NaT)
+    out["last_detected"], out["cleared_at"] = pd.to_datetime(last_detected), pd.to_datetime(cleared_at)
+    steps: dict = {}
+    for row in transitions.itertuples(index=False):
+        steps.setdefault(row.incident_id, []).append(row._asdict())
+    columns = [c for c in full.INCIDENT_COLUMNS if c != "correlation_id"]
+    out["digest"] = [hashlib.sha1(repr((tuple(map(_plain, r)), [tuple(map(_plain, t.values())) for t in steps.get(r[0], [])]))
+                                  .encode()).hexdigest()[:16] for r in out[columns].itertuples(index=False)]
+    records = out[list(full.INCIDENT_COLUMNS)].to_dict("records")
+    out["folded"] = [pickle.dumps((r, steps.get(r["incident_id"], [])), protocol=pickle.HIGHEST_PROTOCOL) for r in records]
+    return as_index(out)
+
+
+def _pretriage(con, rows: pd.DataFrame) -> pd.DataFrame:
+    """The stored incidents' rows before correlation and triage, for the ids in `rows`."""
+    if rows.empty:
+        return pd.DataFrame(columns=list(full.INCIDENT_COLUMNS))
+    folded = query(con, "folded_rows", ids=rows[["incident_id"]].drop_duplicates())
+    return pd.DataFrame([pickle.loads(bytes(b))[0] for b in folded["folded"]], columns=list(full.INCIDENT_COLUMNS))
 
 
 def fold_incrementally(con: duckdb.DuckDBPyConnection, lifecycle: full.Lifecycle, versions: pd.DataFrame | None,
-                       triage_window_seconds: float) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """(incidents, transitions, counts): fold the changed groups, keep the rest; the caller stores them."""
+                       triage_window_seconds: float) -> dict:
+    """Fold what changed since the last fold and store it, in one transaction; returns counts of what it did."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        counts = _fold(con, lifecycle, versions, triage_window_seconds)
+        con.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
+        raise
+    return counts
+
+
+def _what_changed(con, lifecycle, whole: bool, old_horizon, horizon):
+    """(marked partitions, their digests now, per refolded group how far back a change reaches
+    (d, c, e: see _starts), evaluation marks now)."""
+    marked = sql.frame(con, "incidents_incremental/marks")
+    if whole:
+        sql.run(con, "incidents_incremental/clear")
+        marked = pd.concat([marked, sql.frame(con, "incidents_incremental/all_partitions")]).drop_duplicates()
+    seen = changes.seen_now(con, marked)
+    was = query(con, "seen_in", marked=marked) if not marked.empty else pd.DataFrame(columns=[*changes.SEEN, *changes.SEEN_VALUES])
+    moved = changes.changed(seen, was, [*changes.SEEN, *changes.SEEN_VALUES])
+    moved = moved.assign(d=moved["first_at"].where(moved["kind"] == "f"), c=moved["first_at"].where(moved["kind"] == "c"))
+    near, evaluations = changes.near_evaluations(con, marked, horizon, old_horizon, lifecycle)
+    lineage = changes.checkpoint_changes(con)
+    reach = pd.concat([moved[[*KEY, "d", "c"]], near[[*KEY, "pos"]].rename(columns={"pos": "e"}),
+                       lineage[[*KEY, "since"]].rename(columns={"since": "d"})], ignore_index=True)
+    for column in ("d", "c"):
+        reach[column] = pd.to_datetime(reach[column])
+    reach["e"] = pd.to_numeric(reach["e"])
+    reach = reach.groupby(KEY, as_index=False, sort=False).agg({"d": "min", "c": "min", "e": "min"})
+    return marked, seen, reach, evaluations
+
+
+def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
     config = config_digest(lifecycle)
-    gap = lifecycle.gap
-    digests = sql.execute_text(con, _findings_sql("group_digests")).df().rename(
-        columns={"group_type": "entity_type", "group_id": "entity_id"})
-    clearings = sql.frame(con, "incidents/clearings")
-    digests = with_clearings(digests, clearings)
-    state = sql.frame(con, "incidents_incremental/state_keys")
-    evaluations = sql.frame(con, "incidents/evaluations")
-    spans = full.evaluated_spans(evaluations, lifecycle.window_seconds)
-    merged = digests.merge(state, on=KEY, how="outer", suffixes=("", "_was"), indicator=True)
-    status = merged["_merge"].astype(str).to_numpy()
-    changed = ((merged["digest"] != merged["digest_was"]) | (merged["n"] != merged["findings"])
-               | (merged["config"] != config)).to_numpy(dtype=bool)
-    dirty_flags = (status == "left_only") | ((status == "both") & changed)
-    for i in np.flatnonzero((status == "both") & ~dirty_flags):   # would an incident resolve differently now?
-        row = merged.iloc[i]
-        dirty_flags[i] = not _still(row["resolution"], row["signal"], spans, gap)
-    dirty = merged.loc[dirty_flags, KEY].reset_index(drop=True)
-    dropped = merged.loc[status == "right_only", KEY].reset_index(drop=True)
-    kept = merged.loc[(status == "both") & ~dirty_flags, KEY].reset_index(drop=True)
-    # 1. the changed groups, folded again
-    con.register("dirty_groups", dirty.rename(columns={"entity_type": "group_type", "entity_id": "group_id"}))
+    meta = con.execute("SELECT config, horizon FROM fold_meta").fetchall()
+    whole = not meta or meta[0][0] != config
+    horizon = sql.frame(con, "incidents_incremental/horizon")["horizon"].iloc[0]
+    marked, seen, dirty, evaluations_now = _what_changed(con, lifecycle, whole, None if whole else meta[0][1], horizon)
+    versions_now = changes.versions_digests(versions)
+    was = con.execute("SELECT endpoint, model_version, digest FROM fold_versions").df()
+    versions_changed = changes.changed(versions_now, was, ["endpoint", "model_version", "digest"])
+    # 1. the groups that changed, folded again from the first episode a change can reach
+    stored = as_index(query(con, "group_incidents", dirty_groups=dirty[KEY])) if not dirty.empty else as_index(pd.DataFrame())
+    starts = _starts(stored, dirty)
+    findings, clearings, incidents, transitions = _fold_groups(con, starts, seen, lifecycle, horizon)
+    after = _index(incidents, transitions, findings, clearings, starts)
+    first = dict(zip(map(tuple, starts[KEY].to_numpy()), starts["k"]))
+    before = stored[[p >= first[k] for k, p in zip(map(tuple, stored[KEY].to_numpy()), stored["pos"])]] if not stored.empty else stored
+    # only the incidents whose rows, transitions or places the refold changed (or that it added or dropped) go on
+    ident = ["incident_id", "digest", "pos"]
+    same = set(map(tuple, before[ident].to_numpy())) & set(map(tuple, after[ident].to_numpy()))
+    old, new = (frame.loc[np.array([tuple(k) not in same for k in frame[ident].to_numpy()], dtype=bool)].reset_index(drop=True)
+                for frame in (before, after))
+    replaced = set(old["incident_id"])
+    incidents = incidents[incidents["incident_id"].isin(set(new["incident_id"]))]
+    # 2. correlation and triage where they can change
+    reach, correlation_ids = fold_reach.correlation_reach(con, new, old, lifecycle.gap)
+    new["correlation_id"] = new["incident_id"].map(correlation_ids)
+    retriage = fold_reach.triage_reach(con, pd.concat([old, new], ignore_index=True), versions_changed, replaced)
+    fresh = incidents.assign(correlation_id=incidents["incident_id"].map(correlation_ids))
+    family = fresh["family"].isin(triage.FAMILIES) if not fresh.empty else pd.Series(dtype=bool)
+    pre = _pretriage(con, retriage)
+    pre["correlation_id"] = pre["incident_id"].map(correlation_ids).fillna(
+        pre["incident_id"].map(dict(zip(retriage["incident_id"], retriage["correlation_id"]))))
+    targets = pd.concat([f for f in (fresh[family], pre) if not f.empty] or [pre], ignore_index=True)
+    context = fold_reach.triage_context(con, as_index(targets), new, replaced)
+    triaged = triage.apply(targets, versions, triage_window_seconds, context=context) if not targets.empty else targets
+    recorrelated = reach[~reach["incident_id"].isin(set(retriage["incident_id"]))]
+    kept = con.execute("SELECT * FROM incidents WHERE incident_id IN (SELECT unnest($ids))",
+                       {"ids": list(recorrelated["incident_id"])}).df() if not recorrelated.empty else pd.DataFrame()
+    if not kept.empty:
+        kept["correlation_id"] = kept["incident_id"].map(correlation_ids)
+        for column in ("hosts", "gpus", "ranks", "members"):
+            kept[column] = [v.tolist() if isinstance(v, np.ndarray) else v for v in kept[column]]
+    written = [f for f in (triaged, fresh[~family], kept) if not f.empty]
+    new_incidents = (pd.concat(written, ignore_index=True) if written else pd.DataFrame(columns=list(full.INCIDENT_COLUMNS)))
+    # 3. store what changed
+    frames = {
+        "gone_ids": pd.DataFrame({"incident_id": sorted(replaced | set(new_incidents["incident_id"]))}, dtype=object),
+        "new_incidents": new_incidents.reindex(columns=list(full.INCIDENT_COLUMNS)),
+        "gone_transitions": pd.DataFrame({"incident_id": sorted(replaced)}, dtype=object),
+        "new_transitions": transitions[transitions["incident_id"].isin(set(new["incident_id"]))].reindex(
+            columns=list(full.TRANSITION_COLUMNS)),
+        "index_gone": pd.DataFrame({"incident_id": sorted(replaced)}, dtype=object),
+        "new_index": new.reindex(columns=INDEX_COLUMNS),
+        "recorrelated": pd.DataFrame({"incident_id": reach["incident_id"].astype(object),
+                                      "correlation_id": reach["incident_id"].map(correlation_ids).astype(object)}),
+        "marked": marked, "new_seen": seen, "new_evaluations": evaluations_now,
+        "new_versions": versions_now,
+        "new_meta": pd.DataFrame({"config": [config], "horizon": [horizon]}),
+    }
+    if whole:
+        con.execute("DELETE FROM incidents; DELETE FROM incident_transitions")
+    for name, frame in frames.items():
+        con.register(name, frame)
     try:
-        findings = sql.execute_text(con, _findings_sql("group_findings")).df() if not dirty.empty else pd.DataFrame()
+        sql.run(con, "incidents_incremental/store")
     finally:
-        con.unregister("dirty_groups")
-    new_incidents, new_transitions = full.fold_groups(findings, evaluations, lifecycle, REGISTRY, clearings)
-    parts = {}
-    for key, rows in new_incidents.groupby(KEY, sort=False):
-        ids = set(rows["incident_id"])
-        parts[key] = (rows, new_transitions[new_transitions["incident_id"].isin(ids)])
-    # 2. the kept groups, as stored
-    con.register("kept", kept)
-    try:
-        stored = sql.frame(con, "incidents_incremental/state_rows") if not kept.empty else pd.DataFrame(columns=[*KEY, "folded"])
-    finally:
-        con.unregister("kept")
-    for r in stored.itertuples():
-        parts[(r.signal, r.entity_type, r.entity_id)] = pickle.loads(bytes(r.folded))
-    # the full fold's order: groups sorted by key, episodes in order within each
-    ordered = [parts[k] for k in sorted(parts)]
-    incidents = (pd.concat([p[0] for p in ordered], ignore_index=True) if ordered
-                 else pd.DataFrame(columns=list(full.INCIDENT_COLUMNS)))
-    transitions = (pd.concat([p[1] for p in ordered], ignore_index=True) if ordered
-                   else pd.DataFrame(columns=list(full.TRANSITION_COLUMNS)))
-    folded = full.finish(incidents, lifecycle, versions, triage_window_seconds, correlation=fast_correlate)
-    refolded = pd.DataFrame([
-        {"signal": k[0], "entity_type": k[1], "entity_id": k[2],
-         "digest": int(d.digest), "findings": int(d.n), "resolution": json.dumps(_resolution(parts[k][0], spans, gap)),
-         "config": config, "folded": pickle.dumps(parts[k], protocol=pickle.HIGHEST_PROTOCOL)}
-        for k, d in ((tuple(r[KEY]), r) for _, r in digests.merge(dirty, on=KEY).iterrows()) if k in parts
-    ], columns=[*KEY, "digest", "findings", "resolution", "config", "folded"])
-    # a dirty group whose findings now fold to nothing is dropped too
-    gone = dirty[[tuple(r) not in parts for r in dirty[KEY].itertuples(index=False)]]
-    state_frames = {"refolded": refolded, "dropped": pd.concat([dropped, gone], ignore_index=True)}
-    counts = {"groups": len(parts), "groups_folded": len(dirty), "groups_kept": len(kept), "groups_dropped": len(dropped),
-              "findings_folded": len(findings), "findings": int(digests["n"].sum()) if not digests.empty else 0}
-    return folded, transitions, {**counts, "_state": state_frames}
-
-
-def store(con: duckdb.DuckDBPyConnection, incidents: pd.DataFrame, transitions: pd.DataFrame, state: dict) -> None:
-    """Replace the incident tables and the fold state in one transaction."""
-    with transaction(con, new_incidents=incidents, new_transitions=transitions, **state):
-        sql.run(con, "incidents/replace")
-        sql.run(con, "incidents_incremental/state_replace")
+        for name in frames:
+            con.unregister(name)
+    return {"whole": whole, "partitions_marked": len(marked), "groups_folded": len(dirty), "findings_folded": len(findings),
+            "groups": [tuple(g) for g in dirty[KEY].itertuples(index=False)],
+            "episodes_kept": int(starts["k"].sum()) if not starts.empty else 0,
+            "incidents_folded": len(after), "incidents_changed": len(new) + len(replaced - set(new["incident_id"])),
+            "correlated": len(new) + len(reach), "triaged": len(targets),
+            "incidents_written": len(new_incidents), "versions_changed": len(versions_changed)}
 
 
 def clear_state(con: duckdb.DuckDBPyConnection) -> None:
-    """Forget every group (the next fold is a full refold)."""
-    con.execute("DELETE FROM fold_state")
+    """Forget what the fold saw (the next fold is a full refold)."""
+    sql.run(con, "incidents_incremental/clear")

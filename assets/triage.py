@@ -47,13 +47,17 @@ VERSION_COLUMNS = ("endpoint", "model_version", "served_from", "served_until", "
                    "run_id", "checkpoint_step", "checkpoint_path", "registered_at")
 
 
-def apply(incidents: pd.DataFrame, versions: pd.DataFrame | None, window_seconds: float = WINDOW_SECONDS) -> pd.DataFrame:
-    """`incidents` with lineage and triage filled for its serving and quality incidents."""
+def apply(incidents: pd.DataFrame, versions: pd.DataFrame | None, window_seconds: float = WINDOW_SECONDS,
+          context: list[dict] | None = None) -> pd.DataFrame:
+    """`incidents` with lineage and triage filled for its serving and quality incidents. `context`:
+    the incidents (before triage, in the fold's order) their rules look at, when not `incidents`
+    itself (the incremental fold triages a few against every incident they can reach)."""
     if incidents.empty:
         return incidents
     versions = pd.DataFrame(columns=list(VERSION_COLUMNS)) if versions is None else versions
     out = incidents.copy()
     rows = out.to_dict("records")
+    others = rows if context is None else context
     window = pd.Timedelta(seconds=window_seconds)
     for i, inc in enumerate(rows):
         if inc["family"] not in FAMILIES:
@@ -67,7 +71,7 @@ def apply(incidents: pd.DataFrame, versions: pd.DataFrame | None, window_seconds
         if _known(inc["triage_class"]):
             triage, reason = inc["triage_class"], "set by the detector"
         else:
-            triage, reason = classify(inc, rows, versions, window)
+            triage, reason = classify(inc, others, versions, window)
         out.at[out.index[i], "triage_class"] = triage
         lineage_text = _lineage_text(inc, lineage)
         evidence = json.loads(inc["evidence"]) if isinstance(inc["evidence"], str) else dict(inc["evidence"] or {})

@@ -36,6 +36,7 @@ def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, raw_days: flo
     con.execute("BEGIN TRANSACTION")
     try:
         deleted = {}
+        sql.run(con, "maintenance/mark_minutes", params)   # the incident fold's marks, before the rows go
         for name in ("maintenance/delete_raw", "maintenance/delete_minutes"):
             for statement in sql.statements(name):
                 table = statement.split("DELETE FROM", 1)[1].split()[0]

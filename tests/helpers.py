@@ -211,6 +211,7 @@ def _store(warehouse, findings: pd.DataFrame, marks: pd.DataFrame):
             mark = marks[marks["partition_start"] == start]
             clear = cleared(part.to_dict("records"))
             with transaction(con, new_findings=part, new_evaluations=mark, new_clearings=clear):
+                _mark(con, start)   # the incident fold's marks, of the rows replaced and of the new ones
                 if not part.empty:
                     con.execute("DELETE FROM findings WHERE partition_start = $s", {"s": start})
                     con.execute("INSERT INTO findings BY NAME SELECT * REPLACE (evidence::JSON AS evidence, "
@@ -219,6 +220,15 @@ def _store(warehouse, findings: pd.DataFrame, marks: pd.DataFrame):
                     con.execute("INSERT INTO clearings BY NAME SELECT * REPLACE (evidence::JSON AS evidence) FROM new_clearings")
                 con.execute("DELETE FROM evaluations WHERE partition_start = $s", {"s": start})
                 con.execute("INSERT INTO evaluations BY NAME SELECT *, 0 AS entities, 0 AS flagged FROM new_evaluations")
+                _mark(con, start)
+
+
+def _mark(con, start) -> None:
+    """Mark every signal with rows in the partition for the incident fold (sql/detect/store_findings.sql does
+    it per signal it writes)."""
+    con.execute("INSERT INTO fold_marks SELECT DISTINCT signal, partition_start FROM ("
+                " SELECT signal, partition_start FROM findings UNION ALL SELECT signal, partition_start FROM clearings"
+                " UNION ALL SELECT signal, partition_start FROM evaluations) WHERE partition_start = $s", {"s": start})
 
 
 # ---------- Megatron logs and ingesting a home by hand (tests/test_importers.py, tests/test_mfu.py)

@@ -1,6 +1,10 @@
 """The incremental fold == the full refold: faults.yaml's findings arrive partition by partition
-in three shuffled orders; after every partition the incremental fold's incidents and transitions
-equal `incidents.fold` over the same findings, and it folds only the groups that changed."""
+in three shuffled orders; after every partition the stored incidents and transitions equal
+`incidents.fold` over the same findings, stored the same way, and the fold refolded the groups the
+partition touched and no others. A partition written again with the same rows refolds nothing;
+the oldest partition retracted and backfilled refolds only what it reaches. Over three days of
+history a refold starts after the groups' earlier episodes; a checkpoint audit or save and a
+serving promotion recorded late refold or re-triage what they reach; retention drops what it deletes."""
 
 import random
 import shutil
@@ -12,12 +16,16 @@ import pandas as pd
 import pytest
 
 from assets import incident_fold as full
-from assets.incidents_incremental import clear_state, fast_correlate, fold_incrementally, store
+from assets.correlation import fast_correlate
+from assets.fold_changes import MARGIN
+from assets.incidents_incremental import clear_state, fold_incrementally
 from orchestration import sql
+from orchestration.maintenance import apply_retention
 from orchestration.warehouse import WarehouseResource
 from tests.helpers import FAULTS_FOLD_HOURS
 
 LIFECYCLE = full.Lifecycle()
+TABLES = ("findings", "evaluations", "clearings")
 
 
 @pytest.fixture(scope="module")
@@ -32,22 +40,92 @@ def detected(faults_embedded) -> Path:
     return faults_embedded["warehouse"]
 
 
-def full_fold(con) -> tuple[pd.DataFrame, pd.DataFrame]:
-    findings = sql.frame(con, "incidents/findings")
-    evaluations = sql.frame(con, "incidents/evaluations")
-    versions = sql.frame(con, "incidents/serving_versions")
-    return full.fold(findings, evaluations, LIFECYCLE, versions=versions, clearings=sql.frame(con, "incidents/clearings"))
-
-
 def canonical(frame: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     out = frame.sort_values(key).reset_index(drop=True)
     return out.map(lambda v: list(v) if isinstance(v, np.ndarray) else v)
 
 
-def assert_same(a, b) -> None:
-    pd.testing.assert_frame_equal(canonical(a[0], ["incident_id"]), canonical(b[0], ["incident_id"]), check_dtype=False)
-    pd.testing.assert_frame_equal(canonical(a[1], ["incident_id", "seq"]), canonical(b[1], ["incident_id", "seq"]),
-                                  check_dtype=False)
+def stored(con) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return (canonical(con.execute("SELECT * FROM incidents").df(), ["incident_id"]),
+            canonical(con.execute("SELECT * FROM incident_transitions").df(), ["incident_id", "seq"]))
+
+
+def full_fold_stored(con) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The full refold over what the warehouse holds, stored as the fold stores it (then rolled back)."""
+    incidents, transitions = full.fold(sql.frame(con, "incidents/findings"), sql.frame(con, "incidents/evaluations"), LIFECYCLE,
+                                       versions=sql.frame(con, "incidents/serving_versions"),
+                                       clearings=sql.frame(con, "incidents/clearings"))
+    con.register("new_incidents", incidents.reindex(columns=list(full.INCIDENT_COLUMNS)))
+    con.register("new_transitions", transitions.reindex(columns=list(full.TRANSITION_COLUMNS)))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        sql.run(con, "incidents/replace")
+        return stored(con)
+    finally:
+        con.execute("ROLLBACK")
+        con.unregister("new_incidents")
+        con.unregister("new_transitions")
+
+
+def assert_same(con) -> None:
+    got, want = stored(con), full_fold_stored(con)
+    pd.testing.assert_frame_equal(got[0], want[0], check_dtype=False)
+    pd.testing.assert_frame_equal(got[1], want[1], check_dtype=False)
+
+
+def write(con, hour, rows: bool = True) -> None:
+    """As the checks store a partition (sql/detect/store_findings.sql): each signal's rows replaced and
+    marked for the fold in one go; `rows` False writes the partition empty (its findings retracted)."""
+    for table in TABLES:
+        con.execute(f"DELETE FROM {table} WHERE partition_start = $h", {"h": hour})
+        if rows:
+            con.execute(f"INSERT INTO {table} SELECT * FROM all_{table} WHERE partition_start = $h", {"h": hour})
+    con.execute("INSERT INTO fold_marks SELECT DISTINCT signal, partition_start FROM ("
+                + " UNION ALL ".join(f"SELECT signal, partition_start FROM all_{t}" for t in TABLES)
+                + ") WHERE partition_start = $h", {"h": hour})
+
+
+def groups_of(con, hour, source: str = "all_") -> set:
+    """The incident groups with findings or clearings in the partition."""
+    found = con.execute(f"""SELECT DISTINCT signal,
+        CASE WHEN entity_type = 'rank' AND coalesce(run_id, '') <> '' THEN 'run' ELSE entity_type END,
+        CASE WHEN entity_type = 'rank' AND coalesce(run_id, '') <> '' THEN run_id ELSE entity_id END
+        FROM {source}findings WHERE partition_start = $h""", {"h": hour}).fetchall()
+    cleared = con.execute(f"SELECT signal, entity_type, entity_id FROM {source}clearings WHERE partition_start = $h",
+                          {"h": hour}).fetchall()
+    return set(found) | {(s, *full.clearing_entity(t, e)) for s, t, e in cleared}
+
+
+def reachable(con, hour, horizon_was) -> set:
+    """The most a write of `hour` may refold: its groups (before and after), and the groups with a stored
+    incident whose clean window reaches an evaluation mark that changed (the hour's, or an empty mark
+    whose hour the horizon passed), read from the incidents table before the fold."""
+    slack = pd.Timedelta(seconds=LIFECYCLE.window_seconds)
+    horizon = con.execute("SELECT max(evaluated_until) FROM evaluations").fetchone()[0]
+    marks = [(s, hour, None) for (s,) in con.execute("SELECT DISTINCT signal FROM all_evaluations WHERE partition_start = $h",
+                                                     {"h": hour}).fetchall()]
+    if horizon != horizon_was:
+        lo, hi = sorted(pd.Timestamp(h) if h is not None else pd.Timestamp("1900-01-01") for h in (horizon, horizon_was))
+        marks += con.execute("SELECT signal, partition_start, NULL FROM evaluations WHERE evaluated_until IS NULL "
+                             "AND partition_start + INTERVAL 1 HOUR > $lo AND partition_start + INTERVAL 1 HOUR <= $hi",
+                             {"lo": lo, "hi": hi}).fetchall()
+    near = set()
+    for signal, start, _ in marks:
+        until = con.execute("SELECT max(evaluated_until) FROM all_evaluations WHERE signal = $s AND partition_start = $p",
+                            {"s": signal, "p": start}).fetchone()[0]
+        end = max(pd.Timestamp(start) + full.PARTITION, pd.Timestamp(until) if until is not None else pd.Timestamp(start))
+        near |= set(con.execute("SELECT signal, entity_type, entity_id FROM incidents WHERE signal = $s AND last_seen >= $lo "
+                                "AND last_seen <= $hi", {"s": signal, "lo": pd.Timestamp(start) - slack - LIFECYCLE.gap - MARGIN,
+                                                          "hi": end + slack + MARGIN}).fetchall())
+    return groups_of(con, hour) | groups_of(con, hour, "") | near
+
+
+def groups(con) -> int:
+    return con.execute("SELECT count(*) FROM (SELECT DISTINCT signal, entity_type, entity_id FROM fold_incidents)").fetchone()[0]
+
+
+def fold(con) -> dict:
+    return fold_incrementally(con, LIFECYCLE, sql.frame(con, "incidents/serving_versions"), full.triage.WINDOW_SECONDS)
 
 
 @pytest.mark.parametrize("seed", [11, 12, 13])
@@ -56,32 +134,130 @@ def test_incremental_fold_equals_full_refold_in_shuffled_orders(detected, tmp_pa
     shutil.copy(detected, work)
     warehouse = WarehouseResource(path=str(work))
     with warehouse.connect() as con:
-        con.execute("CREATE TEMP TABLE all_findings AS SELECT * FROM findings")
-        con.execute("CREATE TEMP TABLE all_evaluations AS SELECT * FROM evaluations")
-        con.execute("CREATE TEMP TABLE all_clearings AS SELECT * FROM clearings")
+        for table in TABLES:
+            con.execute(f"CREATE TEMP TABLE all_{table} AS SELECT * FROM {table}")
         hours = [h for (h,) in con.execute("SELECT DISTINCT partition_start FROM all_evaluations ORDER BY 1").fetchall()]
         con.execute("DELETE FROM findings; DELETE FROM evaluations; DELETE FROM clearings; DELETE FROM incidents; "
-                    "DELETE FROM incident_transitions")
+                    "DELETE FROM incident_transitions; DELETE FROM fold_marks")
         clear_state(con)
         random.Random(seed).shuffle(hours)
         total = con.execute("SELECT count(*) FROM all_findings").fetchone()[0]
         assert total > 50
+        partial = 0
         for i, hour in enumerate(hours):
-            con.execute("INSERT INTO findings SELECT * FROM all_findings WHERE partition_start = $h", {"h": hour})
-            con.execute("INSERT INTO evaluations SELECT * FROM all_evaluations WHERE partition_start = $h", {"h": hour})
-            con.execute("INSERT INTO clearings SELECT * FROM all_clearings WHERE partition_start = $h", {"h": hour})
-            versions = sql.frame(con, "incidents/serving_versions")
-            incidents, transitions, counts = fold_incrementally(con, LIFECYCLE, versions, full.triage.WINDOW_SECONDS)
-            store(con, incidents, transitions, counts.pop("_state"))
-            assert_same((incidents, transitions), full_fold(con))
-            # and as stored: the tables hold what a full refold stores
-            if i == len(hours) - 1:
-                assert counts["findings"] == total and len(incidents) > 10
-        # nothing new: nothing folded, same result
-        incidents, transitions, counts = fold_incrementally(con, LIFECYCLE, sql.frame(con, "incidents/serving_versions"),
-                                                            full.triage.WINDOW_SECONDS)
-        assert counts["groups_folded"] == 0 and counts["findings_folded"] == 0
-        assert_same((incidents, transitions), full_fold(con))
+            horizon_was = con.execute("SELECT max(evaluated_until) FROM evaluations").fetchone()[0]
+            write(con, hour)
+            most = reachable(con, hour, horizon_was)
+            counts = fold(con)
+            assert counts["whole"] == (i == 0) and counts["partitions_marked"] >= 1
+            assert_same(con)
+            folded = set(counts["groups"])
+            assert groups_of(con, hour) <= folded, "every group the partition touched is refolded"
+            assert i == 0 or folded <= most, f"refolded beyond the partition's reach: {sorted(folded - most)}"
+            partial += 0 < len(folded) < groups(con)
+        assert con.execute("SELECT count(*) FROM findings").fetchone()[0] == total
+        assert con.execute("SELECT count(*) FROM incidents").fetchone()[0] > 10
+        assert partial >= len(hours) // 2, "most folds refold a part of the groups"
+        # nothing new: nothing folded, the same tables
+        counts = fold(con)
+        assert counts["groups_folded"] == 0 and counts["findings_folded"] == 0 and counts["incidents_written"] == 0
+        assert_same(con)
+        # a partition written again with the same rows (a re-run): marked, nothing refolded
+        write(con, hours[len(hours) // 2])
+        counts = fold(con)
+        assert counts["partitions_marked"] > 0 and counts["groups_folded"] == 0 and counts["incidents_written"] == 0
+        assert_same(con)
+        # the oldest partition retracted, then backfilled: only its groups (and those its marks reach) refold
+        oldest = min(hours)
+        for rows in (False, True):
+            horizon_was = con.execute("SELECT max(evaluated_until) FROM evaluations").fetchone()[0]
+            most = reachable(con, oldest, horizon_was)
+            write(con, oldest, rows)
+            counts = fold(con)
+            assert_same(con)
+            assert groups_of(con, oldest, "all_") <= set(counts["groups"]) <= most
+            assert not counts["whole"] and counts["groups_folded"] < groups(con)
+
+
+def test_a_group_with_history_refolds_from_the_episode_a_change_reaches(detected, tmp_path):
+    """Three days of history (the hours copied a day and two days later: hosts, GPUs, runs and endpoints
+    gather an episode a day), then the next day's hours one by one, then the first day's first hour and
+    a later one retracted and backfilled: equal to the full refold each time, and the refolds keep the groups' earlier episodes."""
+    work = tmp_path / "w.duckdb"
+    shutil.copy(detected, work)
+    with WarehouseResource(path=str(work)).connect() as con:
+        shifted = {"findings": ("partition_start", "onset", "detected_at", "last_seen"),
+                   "clearings": ("partition_start", "last_seen", "cleared_at"), "evaluations": ("partition_start", "evaluated_until")}
+        first = con.execute("SELECT min(partition_start) FROM evaluations").fetchone()[0]
+        for table, columns in shifted.items():
+            con.execute(f"CREATE TEMP TABLE day0_{table} AS SELECT * FROM {table}")
+            con.execute(f"CREATE TEMP TABLE all_{table} AS SELECT * FROM {table} WHERE false")
+            for day in range(4):
+                moved = ", ".join(f"{c} + INTERVAL {day} DAY AS {c}" for c in columns)
+                con.execute(f"INSERT INTO all_{table} SELECT * REPLACE ({moved}) FROM day0_{table}")
+            con.execute(f"DELETE FROM {table}; INSERT INTO {table} SELECT * FROM all_{table} "
+                        "WHERE partition_start < $first + INTERVAL 3 DAY", {"first": first})
+        con.execute("DELETE FROM incidents; DELETE FROM incident_transitions; DELETE FROM fold_marks")
+        clear_state(con)
+        assert fold(con)["whole"]
+        assert_same(con)
+        hours = [h for (h,) in con.execute("SELECT DISTINCT partition_start FROM day0_evaluations ORDER BY 1").fetchall()]
+        kept = 0
+        for hour in [h + pd.Timedelta(days=3) for h in hours]:
+            write(con, hour)
+            counts = fold(con)
+            assert_same(con)
+            assert groups_of(con, hour) <= set(counts["groups"])
+            kept += counts["episodes_kept"]
+        assert kept > 0, "refolds start after the groups' earlier episodes"
+        for hour in (hours[0], hours[2] + pd.Timedelta(days=1)):   # backfills far back and mid-history
+            for rows in (False, True):
+                write(con, hour, rows)
+                counts = fold(con)
+                assert_same(con)
+                assert not counts["whole"] and counts["groups_folded"] < groups(con)
+
+
+def test_lineage_and_serving_versions_refold_what_they_reach(detected, tmp_path):
+    """A checkpoint audit that now fails (findings of its run after it take another checkpoint), a
+    checkpoint saved late, and a promotion recorded late (the serving versions triage reads): each
+    refolds or re-triages only what it reaches, and the tables equal the full refold's; so does
+    retention deleting the groups whose findings are all old."""
+    work = tmp_path / "w.duckdb"
+    shutil.copy(detected, work)
+    with WarehouseResource(path=str(work)).connect() as con:
+        con.execute("DELETE FROM fold_marks")
+        clear_state(con)
+        fold(con)
+        assert_same(con)
+        assert fold(con)["groups_folded"] == 0
+        con.execute("""UPDATE checkpoint_audits SET status = 'failed'
+                       WHERE coalesce(recorded_path, path) = (SELECT min(coalesce(recorded_path, path)) FROM checkpoint_audits
+                                                              WHERE status = 'ok')""")
+        counts = fold(con)
+        assert_same(con)
+        assert 0 < counts["groups_folded"] < groups(con)
+        con.execute("""INSERT INTO lineage_events SELECT * REPLACE (time - INTERVAL 7 MINUTE AS time, step + 1 AS step,
+                           checkpoint_path || '-late' AS checkpoint_path)
+                       FROM lineage_events WHERE event = 'checkpoint_saved'
+                         AND run_id = (SELECT min(run_id) FROM findings WHERE run_id IS NOT NULL) LIMIT 1""")
+        counts = fold(con)
+        assert_same(con)
+        assert counts["groups_folded"] < groups(con)
+        con.execute("""INSERT INTO lineage_events SELECT * REPLACE (time - INTERVAL 150 MINUTE AS time)
+                       FROM lineage_events WHERE event = 'model_version_promoted'""")
+        counts = fold(con)
+        assert_same(con)
+        assert counts["versions_changed"] > 0 and counts["groups_folded"] == 0
+        # retention (orchestration/maintenance.py) deletes the groups whose newest finding is old: it marks
+        # their partitions, and the next fold drops their incidents
+        first = con.execute("SELECT min(partition_start) FROM evaluations").fetchone()[0]
+        cutoff = (pd.Timestamp(first) + pd.Timedelta(hours=2, minutes=30)).tz_localize("UTC")
+        deleted = apply_retention(con, cutoff.to_pydatetime(), raw_days=1000, minutes_days=0)
+        assert deleted.get("findings", 0) > 0
+        counts = fold(con)
+        assert_same(con)
+        assert 0 < counts["groups_folded"] < groups(con) + counts["groups_folded"]
 
 
 def test_fast_correlate_gives_correlate_ids_on_random_incidents():

@@ -15,3 +15,5 @@ DELETE FROM evaluations WHERE signal = $signal AND partition_start = $start;
 INSERT INTO evaluations BY NAME SELECT * FROM new_evaluations;
 DELETE FROM judgements WHERE signal = $signal AND partition_start = $start;
 INSERT INTO judgements BY NAME SELECT * FROM new_judgements;
+-- Tell the incident fold this (signal, partition) was written (assets/incidents_incremental.py).
+INSERT INTO fold_marks VALUES ($signal, $start);
