@@ -15,5 +15,7 @@ DELETE FROM evaluations WHERE signal = $signal AND partition_start = $start;
 INSERT INTO evaluations BY NAME SELECT * FROM new_evaluations;
 DELETE FROM judgements WHERE signal = $signal AND partition_start = $start;
 INSERT INTO judgements BY NAME SELECT * FROM new_judgements;
--- Tell the incident fold this (signal, partition) was written (assets/incidents_incremental.py).
+-- Tell the incident fold this (signal, partition) was written (assets/incidents_incremental.py): one
+-- mark however often it is written before the fold reads it (a run killed after its check steps, re-run).
+DELETE FROM fold_marks WHERE signal = $signal AND partition_start = $start;
 INSERT INTO fold_marks VALUES ($signal, $start);
