@@ -304,11 +304,12 @@ def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
         "new_meta": pd.DataFrame({"config": [config], "horizon": [horizon]}),
     }
     if whole:
-        con.execute("DELETE FROM incidents; DELETE FROM incident_transitions")
+        sql.run(con, "incidents/replace")
     for name, frame in frames.items():
         con.register(name, frame)
     try:
         sql.run(con, "incidents_incremental/store")
+        sql.run(con, "incidents/insert")
     finally:
         for name in frames:
             con.unregister(name)

@@ -60,6 +60,7 @@ def full_fold_stored(con) -> tuple[pd.DataFrame, pd.DataFrame]:
     con.execute("BEGIN TRANSACTION")
     try:
         sql.run(con, "incidents/replace")
+        sql.run(con, "incidents/insert")
         return stored(con)
     finally:
         con.execute("ROLLBACK")

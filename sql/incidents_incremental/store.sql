@@ -1,24 +1,11 @@
 -- Update the incident tables and the fold's state by the rows that changed (inside the caller's
--- transaction): incidents `gone_ids` deleted and `new_incidents` inserted (same ids where they were
--- only correlated or triaged again), transitions of `gone_ids` replaced by `new_transitions`, the
+-- transaction): incidents `gone_ids` and their transitions deleted (incidents/insert.sql then inserts
+-- `new_incidents` and `new_transitions`: same ids where they were only correlated or triaged again), the
 -- per-incident index (`index_gone`, `new_index`; `recorrelated`: new correlation ids only), what the marked partitions hold now (`marked`, `new_seen`, `new_evaluations`), the
 -- versions seen (`new_versions`), the settings digest and horizon
 -- (`new_meta`), and the marks read (`marked`).
 DELETE FROM incidents WHERE incident_id IN (SELECT incident_id FROM gone_ids);
-INSERT INTO incidents BY NAME
-SELECT incident_id, signal, family, tier, status, title, onset, opened, last_seen, resolved,
-       entity_type, entity_id, run_id::VARCHAR AS run_id, rank::INTEGER AS rank, hosts::VARCHAR[] AS hosts,
-       gpus::VARCHAR[] AS gpus, endpoint::VARCHAR AS endpoint, model_version::VARCHAR AS model_version,
-       checkpoint::VARCHAR AS checkpoint, owner, playbook, evidence::JSON AS evidence, gpu_hours_at_risk,
-       triage_class::VARCHAR AS triage_class, correlation_id::VARCHAR AS correlation_id, findings,
-       default_tier::VARCHAR AS default_tier, tier_reason::VARCHAR AS tier_reason, escalated_at::TIMESTAMP AS escalated_at,
-       episode::INTEGER AS episode, previous_incident_id::VARCHAR AS previous_incident_id,
-       ranks::INTEGER[] AS ranks, members::VARCHAR[] AS members, resolution::VARCHAR AS resolution
-FROM new_incidents ORDER BY opened, incident_id;
 DELETE FROM incident_transitions WHERE incident_id IN (SELECT incident_id FROM gone_transitions);
-INSERT INTO incident_transitions BY NAME
-SELECT incident_id, seq::INTEGER AS seq, transition, transition_at::TIMESTAMP AS transition_at, tier, reason, gpu_hours_at_risk::DOUBLE AS gpu_hours_at_risk
-FROM new_transitions ORDER BY transition_at, incident_id, seq;
 DELETE FROM fold_incidents WHERE incident_id IN (SELECT incident_id FROM index_gone);
 INSERT INTO fold_incidents BY NAME
 SELECT incident_id, signal, entity_type, entity_id, pos::INTEGER AS pos, family, onset::TIMESTAMP AS onset,
