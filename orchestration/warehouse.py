@@ -352,7 +352,7 @@ def duckdb_threads(configured: int = 0, environ=None) -> dict:
     """DuckDB's `threads` setting for a new database: GOODPUT_DUCKDB_THREADS where the environment sets it, else
     `configured` (service.yaml's `warehouse.threads`), else nothing (DuckDB's default: one thread per core). On a
     busy host a query spread over every core competes with the host's own work, and the extra threads cost CPU
-    of their own (BENCHMARKS.md section 35: the test suite on 2 cores used 17% less CPU with one)."""
+    of their own (BENCHMARKS.md section 35: the test suite on 2 cores used 6-17% less CPU with one)."""
     text = (os.environ if environ is None else environ).get(THREADS_ENV, "").strip()
     if text:
         if not text.isdigit() or int(text) < 1:
