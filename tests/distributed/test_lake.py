@@ -185,9 +185,10 @@ def test_the_board_reads_a_lake_home_and_sees_each_new_commit(lake, tmp_path):
 
 
 def test_a_conflict_in_a_check_step_retries_the_step(lake, tmp_path, monkeypatch):
-    """A signal whose findings' commit meets a lake conflict is not a signal that "could not be evaluated"
+    """A check step whose findings' commit meets a lake conflict is not a signal that "could not be evaluated"
     (which failed the step, and the run): the conflict reaches the step's connection and the step is
-    retried. Seen with 2 Celery workers, two check steps committing findings at once (BENCHMARKS.md 34)."""
+    retried. Seen with 2 Celery workers, two check steps committing findings at once (BENCHMARKS.md 34).
+    The step commits its signals' findings together (asset_checks.store): that commit meets the conflict."""
     import dagster as dg
 
     from assets.ingest import ingest_assets
@@ -195,16 +196,16 @@ def test_a_conflict_in_a_check_step_retries_the_step(lake, tmp_path, monkeypatch
     from checks.registry import REGISTRY
     from orchestration.definitions import resources_for
 
-    evaluate, calls = asset_checks.evaluate_judged, []
+    store, calls = asset_checks.store, []
 
     def first_commit_conflicts(*args, **kwargs):
         calls.append(1)
         if len(calls) == 1:
             raise duckdb.TransactionException("Failed to commit: Failed to commit DuckLake transaction. Transaction "
                                               "conflict - another transaction has deleted inlined data from it")
-        return evaluate(*args, **kwargs)
+        return store(*args, **kwargs)
 
-    monkeypatch.setattr(asset_checks, "evaluate_judged", first_commit_conflicts)
+    monkeypatch.setattr(asset_checks, "store", first_commit_conflicts)
     (tmp_path / "raw").mkdir()
     resources = {**resources_for(tmp_path), "warehouse": lake}
     result = dg.materialize([*ingest_assets, asset_checks.build_check(REGISTRY.get("busy_not_progressing"))],
