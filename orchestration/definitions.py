@@ -12,6 +12,7 @@ from orchestration.jobs import detect_job, incidents_job
 from orchestration.maintenance_schedule import maintenance_daily, maintenance_job
 from orchestration.raw_zone import RawZoneResource
 from orchestration.sensors_service import service_sensor
+from orchestration.service_config import load_service_settings
 from orchestration.sinks import alerting_resource_for
 from orchestration.thresholds import ThresholdsResource
 from orchestration.warehouse import warehouse_for
@@ -32,14 +33,15 @@ def resources_for(home) -> dict:
 
 
 def build_definitions(home=None) -> dg.Definitions:
-    resources = resources_for(home or goodput_home())
+    home = home or goodput_home()
+    resources = resources_for(home)
     return dg.Definitions(
         assets=dg.load_assets_from_package_module(assets),
         asset_checks=dg.load_asset_checks_from_package_module(checks),
         jobs=[detect_job, incidents_job, maintenance_job],
         schedules=[maintenance_daily],   # detection is event-driven: sensors_raw.raw_zone_detect
         # one sensor does the raw-zone, fold, alert and monitor work: one tick's fixed cost, not five (issue 15)
-        sensors=[service_sensor(resources)],
+        sensors=[service_sensor(resources, load_service_settings(home).raw_sensor.interval_seconds)],
         resources=resources,
     )
 

@@ -4,7 +4,7 @@ Every tick of a sensor has a fixed cost whatever the sensor does: the daemon wri
 storage and calls the code server, and the code server used to build a Dagster instance and the
 sensor's resources before the sensor's first line (~0.5 CPU-s together, against ~0.05 of work).
 Five sensors ticking every 30-120 s were most of `goodput ui`'s idle cost. This sensor ticks every
-30 s and does, in one tick:
+30 s (service.yaml `raw_sensor.interval_seconds`) and does, in one tick:
 
 1. the raw zone: a detect run for each hour that received data (sensors_raw.detect_requests);
 2. finished runs since the last tick: a fold run after each successful detect run (run key
@@ -120,15 +120,16 @@ def redo_requests(state: dict, requested: set[str], in_flight: set[str]) -> list
     return out
 
 
-def service_sensor(resources: dict) -> dg.SensorDefinition:
-    """The home's `goodput_service` sensor, over its resources (orchestration/definitions.py)."""
+def service_sensor(resources: dict, interval_seconds: int = INTERVAL_S) -> dg.SensorDefinition:
+    """The home's `goodput_service` sensor, over its resources (orchestration/definitions.py), ticking every
+    `interval_seconds` (service.yaml `raw_sensor.interval_seconds`)."""
     warehouse, alerting, raw_root = resources["warehouse"], resources["alerting"], Path(resources["raw_zone"].root)
 
-    @dg.sensor(name=SENSOR_NAME, jobs=[detect_job, incidents_job], minimum_interval_seconds=INTERVAL_S,
+    @dg.sensor(name=SENSOR_NAME, jobs=[detect_job, incidents_job], minimum_interval_seconds=interval_seconds,
                default_status=dg.DefaultSensorStatus.RUNNING)
     def goodput_service(context: dg.SensorEvaluationContext):
         """Detect each hour that received raw data, fold after each detect run, deliver incident alerts,
-        and alert on failed runs and staleness: one tick, every 30 s (docs/alerting.md)."""
+        and alert on failed runs and staleness: one tick, every 30 s by default (docs/alerting.md)."""
         started = time.process_time()
         state = json.loads(context.cursor) if context.cursor else {}
         instance = instance_of(context)

@@ -6,6 +6,8 @@
       recent_days: 3              # the raw-zone sensor lists these days' files at every tick
       full_scan_hours: 24         # and every folder once this often (late files for older hours)
       max_hours_per_tick: 24      # hours requested per tick at most (an import of old logs: oldest first)
+      interval_seconds: 30        # the daemon's one sensor (raw zone, folds, alerts) ticks this often (5-3600):
+                                  # shorter finds new data sooner and costs more idle CPU (docs/service.md)
     retention:
       raw_days: 14                # per-step and per-sample rows
       minutes_days: 400           # per-minute series, findings and incidents
@@ -45,6 +47,7 @@ class RawSensorSettings(_Strict):
     recent_days: float = Field(3.0, gt=0)
     full_scan_hours: float = Field(24.0, gt=0)
     max_hours_per_tick: int = Field(24, ge=1)
+    interval_seconds: int = Field(30, ge=5, le=3600)   # Dagster's sensor daemon looks every 5 s
 
 
 class RetentionSettings(_Strict):

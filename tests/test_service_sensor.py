@@ -90,3 +90,14 @@ def test_a_finished_fold_runs_the_alert_pass_though_no_file_changed(sensor, inst
     passes.clear()
     tick(sensor, instance, cursor)
     assert passes == []
+
+
+def test_the_tick_interval_is_the_home_s_setting_and_a_bad_one_names_the_file(small_home):
+    from orchestration.service_config import ServiceConfigError
+
+    assert build_definitions(small_home).resolve_sensor_def(sensors_service.SENSOR_NAME).minimum_interval_seconds == 30
+    (small_home / "service.yaml").write_text("raw_sensor:\n  interval_seconds: 5\n")
+    assert build_definitions(small_home).resolve_sensor_def(sensors_service.SENSOR_NAME).minimum_interval_seconds == 5
+    (small_home / "service.yaml").write_text("raw_sensor:\n  interval_seconds: 1\n")   # under the daemon's 5 s loop
+    with pytest.raises(ServiceConfigError, match=r"service\.yaml.*interval_seconds"):
+        build_definitions(small_home)
