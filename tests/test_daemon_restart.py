@@ -39,6 +39,7 @@ from orchestration.sensors_raw import IN_FLIGHT, PARTITION_TAG, VERSION_TAG
 from orchestration.sinks import alerting_resource_for
 from orchestration.warehouse import WarehouseBusy, warehouse_for
 from simulator import load_scenario, simulate
+from tests.helpers import memory_instance
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = REPO / "simulator" / "scenarios" / "small.yaml"
@@ -160,7 +161,7 @@ def reference(full, tmp_path_factory) -> list[tuple]:
     home = tmp_path_factory.mktemp("daemon-reference")
     shutil.copytree(raw_root(full), raw_root(home))
     defs = build_definitions(home)
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         for hour in sorted(versions(home)):
             assert defs.resolve_job_def("detect").execute_in_process(partition_key=hour, instance=instance).success
         assert defs.resolve_job_def("fold_incidents").execute_in_process(instance=instance).success
