@@ -63,6 +63,25 @@ def run_detect(home: Path, partition_key: str, instance) -> dg.ExecuteInProcessR
     return result
 
 
+def run_ingest(home: Path, partition_key: str, instance, *more) -> dg.ExecuteInProcessResult:
+    """The detect job's ingest assets, and `more` of its assets (e.g. the baselines), on one hour of `home`:
+    for a test that reads only what those write, without the job's checks (most of its CPU)."""
+    from assets.ingest import ingest_assets
+    from orchestration.definitions import resources_for
+
+    result = dg.materialize([*ingest_assets, *more], resources=resources_for(home), partition_key=partition_key,
+                            instance=instance, raise_on_error=True)
+    assert result.success
+    return result
+
+
+def run_baselines(home: Path, partition_key: str, instance) -> dg.ExecuteInProcessResult:
+    """Ingest and the training and GPU baselines (run_minutes, rank_minutes, run_starts, gpu_minutes) on one hour."""
+    from assets.baselines import gpu_baselines, training_baselines
+
+    return run_ingest(home, partition_key, instance, training_baselines, gpu_baselines)
+
+
 class RecordedRun:
     """What the tests read from a job run's result (its check evaluations and asset materializations), kept
     in a file with Dagster's serdes so that a run made once per session (`built_once`) reads the same in every

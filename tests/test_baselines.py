@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from tests.helpers import run_detect
+from tests.helpers import run_baselines
 
 HOURS = ("2026-11-30-00:00", "2026-11-30-01:00")
 
@@ -24,7 +24,7 @@ def assert_run_starts_are_the_runs_first_minutes(resources, hour: str) -> None:
 
 def test_run_minutes_follow_the_runs_own_clock(small_home, resources, instance):
     for key in HOURS:
-        run_detect(small_home, key, instance)
+        run_baselines(small_home, key, instance)
     runs = read(resources, "SELECT * FROM run_minutes WHERE run_id = 'llm-small' ORDER BY minute")
     steady = runs[runs["baseline_minutes"] >= 20]
     # small.yaml steps every 2 s: ~30 steps a minute, a 2 s median step and baseline, a small MAD
@@ -43,7 +43,7 @@ def test_run_minutes_follow_the_runs_own_clock(small_home, resources, instance):
 
 
 def test_first_minutes_have_too_little_history(small_home, resources, instance):
-    run_detect(small_home, HOURS[0], instance)
+    run_baselines(small_home, HOURS[0], instance)
     first = read(resources, "SELECT baseline_minutes, step_seconds_baseline FROM run_minutes ORDER BY minute LIMIT 1")
     assert first.loc[0, "baseline_minutes"] == 0 and pd.isna(first.loc[0, "step_seconds_baseline"])
 
@@ -51,7 +51,7 @@ def test_first_minutes_have_too_little_history(small_home, resources, instance):
 def test_retention_keeps_a_run_s_start_while_any_of_its_minutes_are_kept(small_home, resources, instance):
     from orchestration import sql
 
-    run_detect(small_home, HOURS[0], instance)
+    run_baselines(small_home, HOURS[0], instance)
     starts = "SELECT run_id, first_minute FROM run_starts"
     with resources["warehouse"].connect() as con:
         (first,) = con.execute(starts).fetchall()
@@ -67,13 +67,13 @@ def test_a_partition_reads_its_lookback_from_ingest_not_from_earlier_baselines(s
     from assets.ingest import ingest_assets
 
     for key in HOURS:
-        dg.materialize(ingest_assets, resources=resources, partition_key=key, instance=instance)
-    run_detect(small_home, HOURS[1], instance)            # hour 1's baselines before hour 0's exist
+        dg.materialize(ingest_assets, resources=resources, partition_key=key, instance=instance)   # both hours ingested
+    run_baselines(small_home, HOURS[1], instance)            # hour 1's baselines before hour 0's exist
     alone = read(resources, "SELECT * FROM run_minutes ORDER BY ALL")
     assert_run_starts_are_the_runs_first_minutes(resources, "2026-11-30 01:")
-    run_detect(small_home, HOURS[0], instance)
+    run_baselines(small_home, HOURS[0], instance)
     assert_run_starts_are_the_runs_first_minutes(resources, "2026-11-30 00:")   # moved back by the older hour
-    run_detect(small_home, HOURS[1], instance)
+    run_baselines(small_home, HOURS[1], instance)
     assert_run_starts_are_the_runs_first_minutes(resources, "2026-11-30 00:")
     after = read(resources, f"SELECT * FROM run_minutes WHERE minute >= TIMESTAMP '{HOURS[1][:10]} 01:00' ORDER BY ALL")
     pd.testing.assert_frame_equal(alone, after)

@@ -12,7 +12,7 @@ from orchestration.definitions import resources_for
 from simulator import ScenarioError, load_scenario, scenario_from_dict, simulate
 from sources.client import MANIFEST_NAME, file_manifest
 from sources.mapping import PrometheusConfig
-from tests.helpers import REPO, memory_instance, run_detect
+from tests.helpers import REPO, memory_instance, run_ingest
 
 SERVING = REPO / "simulator" / "scenarios" / "serving.yaml"
 HOURS = ("2026-11-30-00:00", "2026-11-30-01:00")
@@ -41,7 +41,7 @@ def test_serving_scenario_lands_in_the_warehouse_without_quarantine(serving_home
 
     with memory_instance() as instance:
         for key in HOURS:
-            run_detect(serving_home, key, instance)
+            run_ingest(serving_home, key, instance)   # what lands: the ingest assets
     with resources_for(serving_home)["warehouse"].connect(read_only=True) as con:
         def one(query):
             return con.execute(query).fetchone()
