@@ -12,6 +12,8 @@ findings whose checkpoint lineage changed, and the serving versions that changed
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -100,19 +102,38 @@ def _with_checkpoints(name: str) -> str:
     return sql.sql_text(f"incidents_incremental/{name}").replace("/*@checkpoints*/", checkpoints)
 
 
-def checkpoint_changes(con) -> pd.DataFrame:
-    """Per group, the first detection of a finding whose checkpoint lineage changed (a checkpoint of
-    its run saved, gone or audited otherwise at or before its onset); remembers the lineage now."""
-    moved = sql.execute_text(con, _with_checkpoints("checkpoints_changed")).df()
+class LineageChange(NamedTuple):
+    """What changed in the checkpoint lineage since the last fold."""
+    groups: pd.DataFrame   # per group, the first detection of a finding whose checkpoint may be another now (`since`)
+    digest: int            # the lineage and audits digest now (sql/incidents_incremental/checkpoint_digest.sql)
+    runs_compared: int     # the runs compared row by row (0 when the digest is the last fold's)
+
+
+def checkpoint_changes(con, digest_was) -> LineageChange:
+    """The groups with a finding whose checkpoint lineage changed (a checkpoint of its run saved, gone
+    or audited otherwise at or before its onset), and the lineage digest now.
+
+    The digest of the lineage and audits equal to the last fold's (`digest_was`): nothing changed, and
+    nothing per run is read. Otherwise only the runs whose events or audit statuses differ from what
+    the fold saw are compared row by row, and only theirs are remembered again (fold_checkpoints)."""
+    digest = int(sql.frame(con, "incidents_incremental/checkpoint_digest")["digest"].iloc[0])
+    none = pd.DataFrame(columns=[*KEY, "since"])
+    if digest_was is not None and not pd.isna(digest_was) and int(digest_was) == digest:
+        return LineageChange(none, digest, 0)
+    runs = sql.frame(con, "incidents_incremental/checkpoint_runs")
+    if runs.empty:
+        return LineageChange(none, digest, 0)
+    con.register("changed_runs", runs)
+    try:
+        moved = sql.execute_text(con, _with_checkpoints("checkpoints_changed")).df()
+        for statement in sql.split_statements(_with_checkpoints("checkpoints_store")):
+            sql.execute_text(con, statement)
+    finally:
+        con.unregister("changed_runs")
     if moved.empty:
-        return pd.DataFrame(columns=[*KEY, "since"])
-    for statement in sql.split_statements(_with_checkpoints("checkpoints_store")):
-        sql.execute_text(con, statement)
-    moved = moved[moved["run_id"].notna()]   # a finding without a run has no checkpoint
-    if moved.empty:
-        return pd.DataFrame(columns=[*KEY, "since"])
-    runs = moved.assign(since=pd.to_datetime(moved["time"])).groupby("run_id", as_index=False)["since"].min()
-    return query(con, "checkpoint_groups", changed_runs=runs)
+        return LineageChange(none, digest, len(runs))
+    since = moved.assign(since=pd.to_datetime(moved["time"])).groupby("run_id", as_index=False)["since"].min()
+    return LineageChange(query(con, "checkpoint_groups", changed_runs=since), digest, len(runs))
 
 
 def versions_digests(versions: pd.DataFrame | None) -> pd.DataFrame:

@@ -222,9 +222,9 @@ def fold_incrementally(con: duckdb.DuckDBPyConnection, lifecycle: full.Lifecycle
     return counts
 
 
-def _what_changed(con, lifecycle, whole: bool, old_horizon, horizon):
+def _what_changed(con, lifecycle, whole: bool, old_horizon, horizon, old_checkpoints):
     """(marked partitions, their digests now, per refolded group how far back a change reaches
-    (d, c, e: see _starts), evaluation marks now)."""
+    (d, c, e: see _starts), evaluation marks now, what changed in the checkpoint lineage)."""
     marked = sql.frame(con, "incidents_incremental/marks")
     if whole:
         sql.run(con, "incidents_incremental/clear")
@@ -234,22 +234,23 @@ def _what_changed(con, lifecycle, whole: bool, old_horizon, horizon):
     moved = changes.changed(seen, was, [*changes.SEEN, *changes.SEEN_VALUES])
     moved = moved.assign(d=moved["first_at"].where(moved["kind"] == "f"), c=moved["first_at"].where(moved["kind"] == "c"))
     near, evaluations = changes.near_evaluations(con, marked, horizon, old_horizon, lifecycle)
-    lineage = changes.checkpoint_changes(con)
+    lineage = changes.checkpoint_changes(con, old_checkpoints)
     reach = pd.concat([moved[[*KEY, "d", "c"]], near[[*KEY, "pos"]].rename(columns={"pos": "e"}),
-                       lineage[[*KEY, "since"]].rename(columns={"since": "d"})], ignore_index=True)
+                       lineage.groups[[*KEY, "since"]].rename(columns={"since": "d"})], ignore_index=True)
     for column in ("d", "c"):
         reach[column] = pd.to_datetime(reach[column])
     reach["e"] = pd.to_numeric(reach["e"])
     reach = reach.groupby(KEY, as_index=False, sort=False).agg({"d": "min", "c": "min", "e": "min"})
-    return marked, seen, reach, evaluations
+    return marked, seen, reach, evaluations, lineage
 
 
 def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
     config = config_digest(lifecycle)
-    meta = con.execute("SELECT config, horizon FROM fold_meta").fetchall()
+    meta = con.execute("SELECT config, horizon, checkpoints_digest FROM fold_meta").fetchall()
     whole = not meta or meta[0][0] != config
     horizon = sql.frame(con, "incidents_incremental/horizon")["horizon"].iloc[0]
-    marked, seen, dirty, evaluations_now = _what_changed(con, lifecycle, whole, None if whole else meta[0][1], horizon)
+    marked, seen, dirty, evaluations_now, lineage = _what_changed(con, lifecycle, whole, None if whole else meta[0][1],
+                                                                     horizon, None if whole else meta[0][2])
     versions_now = changes.versions_digests(versions)
     was = con.execute("SELECT endpoint, model_version, digest FROM fold_versions").df()
     versions_changed = changes.changed(versions_now, was, ["endpoint", "model_version", "digest"])
@@ -301,7 +302,7 @@ def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
                                       "correlation_id": reach["incident_id"].map(correlation_ids).astype(object)}),
         "marked": marked, "new_seen": seen, "new_evaluations": evaluations_now,
         "new_versions": versions_now,
-        "new_meta": pd.DataFrame({"config": [config], "horizon": [horizon]}),
+        "new_meta": pd.DataFrame({"config": [config], "horizon": [horizon], "checkpoints_digest": [lineage.digest]}),
     }
     if whole:
         sql.run(con, "incidents/replace")
@@ -318,7 +319,8 @@ def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
             "episodes_kept": int(starts["k"].sum()) if not starts.empty else 0,
             "incidents_folded": len(after), "incidents_changed": len(new) + len(replaced - set(new["incident_id"])),
             "correlated": len(new) + len(reach), "triaged": len(targets),
-            "incidents_written": len(new_incidents), "versions_changed": len(versions_changed)}
+            "incidents_written": len(new_incidents), "versions_changed": len(versions_changed),
+            "checkpoint_runs_compared": lineage.runs_compared}
 
 
 def clear_state(con: duckdb.DuckDBPyConnection) -> None:
