@@ -20,6 +20,7 @@ import pandas as pd
 from assets import incident_fold as full
 from assets import triage
 from assets.fold_reach import KEY, query
+from assets.frames import stack
 from orchestration import sql
 
 SEEN = ["signal", "partition_start", "entity_type", "entity_id", "kind"]
@@ -51,7 +52,7 @@ def seen_now(con, marked: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=[*SEEN, *SEEN_VALUES])
     found = query(con, "partition_digests", bounds(marked), marked=marked)
     cleared = _clearing_digests(query(con, "clearings_in", bounds(marked), parts=marked))
-    seen = pd.concat([found, cleared], ignore_index=True)
+    seen = stack([found, cleared], [*SEEN, *SEEN_VALUES])
     seen["digest"] = seen["digest"].astype(np.uint64)
     return seen
 

@@ -39,10 +39,11 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from assets import correlation, fold_reach, triage
+from assets import correlation, fold_reach, frames, triage
 from assets import fold_changes as changes
 from assets import incident_fold as full
 from assets.fold_reach import INDEX_COLUMNS, KEY, as_index, query
+from assets.frames import stack
 from checks.registry import REGISTRY
 from orchestration import sql
 
@@ -50,7 +51,7 @@ from orchestration import sql
 def config_digest(lifecycle: full.Lifecycle) -> str:
     """Settings and code a group's rows and the stored incidents depend on: another digest refolds all."""
     digest = hashlib.sha1(repr(lifecycle).encode())
-    for module in (full, triage, correlation, fold_reach, changes):
+    for module in (full, triage, correlation, fold_reach, changes, frames):
         digest.update(inspect.getsource(module).encode())
     digest.update(Path(__file__).read_bytes())
     for signal in sorted(REGISTRY, key=lambda s: s.name):
@@ -61,11 +62,18 @@ def config_digest(lifecycle: full.Lifecycle) -> str:
 
 
 def _findings_sql(name: str) -> str:
+    """`name` with sql/incidents/findings.sql filled in at its marker, reading `scope` for `findings` and
+    the fold's own saved checkpoints of those findings' runs (saved_in_scope.sql) for the lineage."""
     findings = sql.sql_text("incidents/findings").strip().rstrip(";")
     findings = "\n".join(line for line in findings.splitlines() if not line.lstrip().startswith("--"))
     assert findings.count("FROM findings f\n") == 1, "sql/incidents/findings.sql reads `findings f` once"
     findings = findings.replace("FROM findings f\n", "FROM scope f\n")
-    return sql.sql_text(f"incidents_incremental/{name}").replace("/*@findings*/", findings)
+    head, start, rest = findings.partition("/*@saved*/")
+    _, end, tail = rest.partition("/*saved@*/")
+    assert start and end, "sql/incidents/findings.sql marks its `saved` rows /*@saved*/ ... /*saved@*/"
+    saved = sql.sql_text("incidents_incremental/saved_in_scope").strip()
+    saved = "\n".join(line for line in saved.splitlines() if not line.lstrip().startswith("--"))
+    return sql.sql_text(f"incidents_incremental/{name}").replace("/*@findings*/", head + saved + tail)
 
 
 def _starts(before: pd.DataFrame, dirty: pd.DataFrame) -> pd.DataFrame:
@@ -115,7 +123,7 @@ def _fold_groups(con, starts: pd.DataFrame, seen: pd.DataFrame, lifecycle, horiz
     dirty = starts[[*KEY, "since"]].assign(since=pd.to_datetime(starts["since"]))
     parts = query(con, "group_parts", dirty_groups=dirty[KEY])
     now = seen.merge(dirty[KEY], on=KEY)[[*KEY, "partition_start", "kind", "last_at"]]
-    parts = pd.concat([parts, now], ignore_index=True).merge(dirty, on=KEY)
+    parts = stack([parts, now], [*KEY, "partition_start", "kind", "last_at"]).merge(dirty, on=KEY)
     late = parts["since"].isna() | (pd.to_datetime(parts["last_at"]) >= parts["since"])
     found = parts.loc[(parts["kind"] == "f") & late, ["signal", "partition_start"]].drop_duplicates()
     if found.empty:
@@ -222,6 +230,14 @@ def fold_incrementally(con: duckdb.DuckDBPyConnection, lifecycle: full.Lifecycle
     return counts
 
 
+REACH = {"d": "datetime64[ns]", "c": "datetime64[ns]", "e": "float64"}
+
+
+def _reach(frame: pd.DataFrame) -> pd.DataFrame:
+    """A group's reach (d, c, e: see _starts) with one dtype per column, whichever of them `frame` has."""
+    return frame.reindex(columns=[*KEY, *REACH]).astype(REACH)
+
+
 def _what_changed(con, lifecycle, whole: bool, old_horizon, horizon, old_checkpoints):
     """(marked partitions, their digests now, per refolded group how far back a change reaches
     (d, c, e: see _starts), evaluation marks now, what changed in the checkpoint lineage)."""
@@ -235,11 +251,8 @@ def _what_changed(con, lifecycle, whole: bool, old_horizon, horizon, old_checkpo
     moved = moved.assign(d=moved["first_at"].where(moved["kind"] == "f"), c=moved["first_at"].where(moved["kind"] == "c"))
     near, evaluations = changes.near_evaluations(con, marked, horizon, old_horizon, lifecycle)
     lineage = changes.checkpoint_changes(con, old_checkpoints)
-    reach = pd.concat([moved[[*KEY, "d", "c"]], near[[*KEY, "pos"]].rename(columns={"pos": "e"}),
-                       lineage.groups[[*KEY, "since"]].rename(columns={"since": "d"})], ignore_index=True)
-    for column in ("d", "c"):
-        reach[column] = pd.to_datetime(reach[column])
-    reach["e"] = pd.to_numeric(reach["e"])
+    reach = pd.concat([_reach(moved), _reach(near.rename(columns={"pos": "e"})),
+                       _reach(lineage.groups.rename(columns={"since": "d"}))], ignore_index=True)
     reach = reach.groupby(KEY, as_index=False, sort=False).agg({"d": "min", "c": "min", "e": "min"})
     return marked, seen, reach, evaluations, lineage
 
@@ -277,7 +290,7 @@ def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
     pre = _pretriage(con, retriage)
     pre["correlation_id"] = pre["incident_id"].map(correlation_ids).fillna(
         pre["incident_id"].map(dict(zip(retriage["incident_id"], retriage["correlation_id"]))))
-    targets = pd.concat([f for f in (fresh[family], pre) if not f.empty] or [pre], ignore_index=True)
+    targets = stack([fresh[family], pre], list(full.INCIDENT_COLUMNS))
     context = fold_reach.triage_context(con, as_index(targets), new, replaced)
     triaged = triage.apply(targets, versions, triage_window_seconds, context=context) if not targets.empty else targets
     recorrelated = reach[~reach["incident_id"].isin(set(retriage["incident_id"]))]
@@ -287,8 +300,7 @@ def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
         kept["correlation_id"] = kept["incident_id"].map(correlation_ids)
         for column in ("hosts", "gpus", "ranks", "members"):
             kept[column] = [v.tolist() if isinstance(v, np.ndarray) else v for v in kept[column]]
-    written = [f for f in (triaged, fresh[~family], kept) if not f.empty]
-    new_incidents = (pd.concat(written, ignore_index=True) if written else pd.DataFrame(columns=list(full.INCIDENT_COLUMNS)))
+    new_incidents = stack([triaged, fresh[~family], kept], list(full.INCIDENT_COLUMNS))
     # 3. store what changed
     frames = {
         "gone_ids": pd.DataFrame({"incident_id": sorted(replaced | set(new_incidents["incident_id"]))}, dtype=object),
