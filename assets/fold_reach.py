@@ -50,6 +50,12 @@ def query(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None,
             con.unregister(key)
 
 
+def span(ranges: pd.DataFrame) -> dict:
+    """{lo, hi}: the least `lo` and the greatest `hi` of `ranges` (a query's scalar bounds before its range join)."""
+    lo, hi = ranges["lo"].min(), ranges["hi"].max()
+    return {"lo": None if pd.isna(lo) else lo, "hi": None if pd.isna(hi) else hi}   # none: NULL, nothing in reach
+
+
 def as_index(rows: pd.DataFrame) -> pd.DataFrame:
     """Index rows with Python lists (DuckDB reads lists as arrays; triage's rules test them for truth)."""
     out = rows.reindex(columns=INDEX_COLUMNS).copy()
@@ -71,7 +77,7 @@ def correlation_reach(con: duckdb.DuckDBPyConnection, new: pd.DataFrame, old: pd
         window = max(gap, GPU_WINDOW)
         frontier = pd.DataFrame({"lo": new["onset"] - window, "hi": new["last_seen"] + window, "run_id": new["run_id"],
                                  "gpus": new["gpus"], "hosts": new["hosts"]})
-        near = as_index(query(con, "near_in_time", frontier=frontier))
+        near = as_index(query(con, "near_in_time", span(frontier), frontier=frontier))
         near = near[~near["incident_id"].isin(replaced)]
         if not near.empty:   # the stored incidents in a component with a new one: one linked to it, or to such
             both = stack([new, near], INDEX_COLUMNS)

@@ -150,7 +150,7 @@ def _fold_groups(con, starts: pd.DataFrame, seen: pd.DataFrame, lifecycle, horiz
     slack = pd.Timedelta(seconds=lifecycle.window_seconds)
     ranges = pd.DataFrame({"signal": span["signal"], "lo": span["min"] - slack - changes.MARGIN,
                            "hi": span["max"] + lifecycle.gap + slack + changes.MARGIN})
-    evaluations = query(con, "evaluations_near", ranges=ranges)
+    evaluations = query(con, "evaluations_near", fold_reach.span(ranges), ranges=ranges)
     earlier = {tuple(r[:3]): r[3] for r in starts[[*KEY, "earlier"]].itertuples(index=False)}
     return findings, clearings, *full.fold_groups(findings, evaluations, lifecycle, REGISTRY, clearings, horizon=horizon,
                                                   earlier=earlier)
