@@ -1,7 +1,7 @@
 """The incident fold per tick against the history kept: the base commit's fold and this tree's, side by side.
 
     python bench/bench_fold_history.py WAREHOUSE.duckdb [--days 1,7,30,100] [--base REV] [--ticks 3]
-        [--modes fresh,warm] [--out FILE.json]
+        [--modes fresh,warm] [--lineage] [--out FILE.json]
 
 WAREHOUSE: a processed warehouse (findings, evaluations, clearings, lineage), e.g. the faults.yaml
 home tests/test_fold_incremental.py folds. A history of N days is built from it cheaply, as a
@@ -11,11 +11,13 @@ endpoints stay, so their groups gather an episode a day), its checkpoint_saved e
 the hours after the copied ones evaluated clean (the last hour's marks, shifted). Then, for each
 code (the base commit's, from a `git worktree` of it on PYTHONPATH, and this tree's), on its own
 copy: one fold over the whole history (the state), then `--ticks` ticks, each one new partition (the
-source's first hours as day N's) written as the checks write it and folded. `fresh`: each tick in a
-fresh process as a fold run has (the daemon starts one per run); `warm`: the state fold and every
-tick in one process left running, as a service that folds in process would. CPU-seconds of each tick's fold and store (and
-the serving_versions read the asset does before it), median over the ticks; both codes' stored
-incidents and transitions after the last tick are digested and must agree.
+source's first hours as day N's) written as the checks write it and folded; `--lineage`: with the
+hour's checkpoint_saved events, as the lineage ingest writes them (the checkpoint lineage then
+changes every tick, as it does where runs save checkpoints). `fresh`: each tick in a fresh process
+as a fold run has (the daemon starts one per run); `warm`: the state fold and every tick in one
+process left running. CPU-seconds of each tick's fold and store (and the serving_versions read the
+asset does before it), median over the ticks; both codes' stored incidents and transitions after
+the last tick are digested and must agree.
 DuckDB runs one thread (GOODPUT_DUCKDB_THREADS=1), as CPU-seconds are the figure on a shared host.
 """
 
@@ -115,11 +117,14 @@ def state(history: str, work: str) -> dict:
         return {"cpu_s": round(time.process_time() - cpu, 3), **counts}
 
 
-def _write(con, source: str, days: int, index: int) -> None:
+def _write(con, source: str, days: int, index: int, lineage: bool = False) -> None:
     """The source's hour `index` written as day `days`'s, as the checks store a partition: rows replaced
-    and marked for the fold in one transaction."""
+    and marked for the fold in one transaction; with `lineage`, the hour's checkpoint_saved events too
+    (as the lineage ingest writes an hour: a run saves checkpoints while the checks look at it)."""
     con.execute(f"ATTACH '{source}' AS src (READ_ONLY)")
-    runs = sorted({r for (r,) in con.execute("SELECT DISTINCT run_id FROM src.findings WHERE run_id IS NOT NULL").fetchall()})
+    runs = sorted({r for (r,) in con.execute("SELECT DISTINCT run_id FROM src.findings WHERE run_id IS NOT NULL UNION "
+                                             "SELECT DISTINCT run_id FROM src.lineage_events WHERE event = 'checkpoint_saved' "
+                                             "AND run_id IS NOT NULL").fetchall()})
     marks = "fold_marks" in {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     hour = con.execute("SELECT DISTINCT partition_start FROM src.evaluations ORDER BY 1").fetchall()[index][0]
     for table in SHIFTED:
@@ -132,6 +137,14 @@ def _write(con, source: str, days: int, index: int) -> None:
     if marks:
         con.execute(f"INSERT INTO fold_marks SELECT DISTINCT signal, {at} FROM src_evaluations "
                     f"WHERE partition_start = TIMESTAMP '{hour}'")
+    if lineage:
+        con.execute(f"DELETE FROM lineage_events WHERE event = 'checkpoint_saved' AND time >= {at} AND time < {at} + INTERVAL 1 HOUR")
+        path = _renamed("checkpoint_path", runs, days)
+        con.execute(f"INSERT INTO lineage_events SELECT * REPLACE (time + INTERVAL {days} DAY AS time, "
+                    f"{_renamed('run_id', runs, days)} AS run_id, "
+                    f"CASE WHEN checkpoint_path IS NULL THEN NULL ELSE {path} END AS checkpoint_path) "
+                    f"FROM src.lineage_events WHERE event = 'checkpoint_saved' "
+                    f"AND time >= TIMESTAMP '{hour}' AND time < TIMESTAMP '{hour}' + INTERVAL 1 HOUR")
     con.execute("COMMIT")
     con.execute("DETACH src")
 
@@ -147,17 +160,17 @@ def _timed(con) -> dict:
     return out
 
 
-def tick(source: str, work: str, days: int, index: int) -> dict:
+def tick(source: str, work: str, days: int, index: int, lineage: bool = False) -> dict:
     """Under one code, in a fresh process as a fold run has: the source's hour `index` written as day
     `days`'s (rows replaced and marked as the checks store a partition), then one fold, timed."""
     from orchestration.warehouse import WarehouseResource
 
     with WarehouseResource(path=work).connect() as con:
-        _write(con, source, days, index)
+        _write(con, source, days, index, lineage)
         return _timed(con)
 
 
-def warm(source: str, history: str, work: str, days: int, ticks: int) -> dict:
+def warm(source: str, history: str, work: str, days: int, ticks: int, lineage: bool = False) -> dict:
     """Under one code, in one process left running (the service's): the history copied to `work` and
     folded once (the state), then `ticks` ticks on the same connection, each timed: the same hours as
     the fresh-process ticks, so both end with the same tables."""
@@ -168,7 +181,7 @@ def warm(source: str, history: str, work: str, days: int, ticks: int) -> dict:
         _fold(con)
         out = []
         for index in range(ticks):
-            _write(con, source, days, index)
+            _write(con, source, days, index, lineage)
             out.append(_timed(con))
     return {"ticks": out}
 
@@ -182,16 +195,16 @@ def _child(code: Path, *args: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _run(code: Path, source: str, history: str, work: str, days: int, ticks: int, modes: list[str]) -> dict:
+def _run(code: Path, source: str, history: str, work: str, days: int, ticks: int, modes: list[str], *extra: str) -> dict:
     """Under one code: the fresh-process ticks (a state fold, then each tick in its own process) and the
     warm-process ticks (the state fold and every tick in one process), each on its own copy."""
     out: dict = {}
     if "fresh" in modes:
         out["state"] = _child(code, "--state", history, work)
-        out["fresh"] = [_child(code, "--tick", source, work, str(days), str(index)) for index in range(ticks)]
+        out["fresh"] = [_child(code, "--tick", source, work, str(days), str(index), *extra) for index in range(ticks)]
         os.remove(work)
     if "warm" in modes:
-        out["warm"] = _child(code, "--warm", source, history, work, str(days), str(ticks))["ticks"]
+        out["warm"] = _child(code, "--warm", source, history, work, str(days), str(ticks), *extra)["ticks"]
         os.remove(work)
     for mode in modes:
         out[f"{mode}_cpu_s"] = statistics.median(t["cpu_s"] for t in out[mode])
@@ -222,6 +235,7 @@ def main() -> int:
     parser.add_argument("--base", default="main", help="the commit whose fold is the 'before' (a git worktree of it)")
     parser.add_argument("--ticks", type=int, default=3)
     parser.add_argument("--modes", default="fresh,warm", help="fresh: each tick in its own process; warm: all in one")
+    parser.add_argument("--lineage", action="store_true", help="each tick also writes its hour's checkpoint_saved events")
     parser.add_argument("--out")
     parser.add_argument("--build", nargs=3, metavar=("SOURCE", "TARGET", "DAYS"), help=argparse.SUPPRESS)
     parser.add_argument("--state", nargs=2, metavar=("HISTORY", "WORK"), help=argparse.SUPPRESS)
@@ -235,10 +249,10 @@ def main() -> int:
         print(json.dumps(state(*args.state), default=str))
         return 0
     if args.tick:
-        print(json.dumps(tick(args.tick[0], args.tick[1], int(args.tick[2]), int(args.tick[3])), default=str))
+        print(json.dumps(tick(args.tick[0], args.tick[1], int(args.tick[2]), int(args.tick[3]), args.lineage), default=str))
         return 0
     if args.warm:
-        print(json.dumps(warm(*args.warm[:3], int(args.warm[3]), int(args.warm[4])), default=str))
+        print(json.dumps(warm(*args.warm[:3], int(args.warm[3]), int(args.warm[4]), args.lineage), default=str))
         return 0
     modes = [m for m in ("fresh", "warm") if m in args.modes.split(",")]
     scratch = Path(tempfile.mkdtemp(prefix="goodput-bench-foldhist-"))
@@ -250,7 +264,8 @@ def main() -> int:
         for days in [int(d) for d in args.days.split(",")]:
             history = str(scratch / f"history-{days}.duckdb")
             built = _child(base, "--build", source, history, str(days))
-            runs = {code: _run(path, source, history, str(scratch / f"{code}-{days}.duckdb"), days, args.ticks, modes)
+            extra = ["--lineage"] if args.lineage else []
+            runs = {code: _run(path, source, history, str(scratch / f"{code}-{days}.duckdb"), days, args.ticks, modes, *extra)
                     for code, path in (("base", base), ("this", REPO))}
             assert runs["base"]["digest"] == runs["this"]["digest"], f"{days} days: the two folds stored different incidents"
             rows.append({"days": days, "findings": built["findings"], "incidents": runs["this"]["incidents"], **runs})
