@@ -7,7 +7,9 @@ module digests per (signal, partition, incident group) the findings and the clea
 first and last times, and compares them and the evaluation marks with what the fold saw last
 (`fold_seen`, `fold_evaluations`), so a partition written again with the same rows changes
 nothing. It also finds the incidents whose clean window a changed evaluation mark can reach, the
-findings whose checkpoint lineage changed, and the serving versions that changed.
+findings whose checkpoint lineage changed, and the serving versions that changed. Lineage and audits
+carry no marks (anything may write them), so one digest of both tells whether any run's lineage
+can have changed, and only then are the runs compared whose events or audit statuses differ.
 """
 
 from __future__ import annotations

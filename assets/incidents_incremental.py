@@ -13,7 +13,7 @@ in one transaction:
    `evaluated_spans` only within one window of its own stretch; an empty mark also turns evaluated
    when the horizon passes its hour, so the marks the horizon crossed count as changed), and those
    with a finding whose checkpoint lineage changed (a checkpoint of its run saved or audited at or
-   before its onset).
+   before its onset; only the runs whose lineage or audits differ are compared).
 2. Each such group is folded again from the first episode a change can reach (`_starts`), reading
    only its findings from there on, the clearings they can take and the evaluation marks near them;
    the earlier episodes stay as stored (`fold_incidents`), their numbers and members carried in.
