@@ -1,7 +1,7 @@
 """The incident fold per tick against the history kept: the base commit's fold and this tree's, side by side.
 
     python bench/bench_fold_history.py WAREHOUSE.duckdb [--days 1,7,30,100] [--base REV] [--ticks 3]
-        [--modes fresh,warm] [--repeat 1] [--lineage] [--out FILE.json]
+        [--modes fresh,warm,again] [--repeat 1] [--lineage] [--out FILE.json]
 
 WAREHOUSE: a processed warehouse (findings, evaluations, clearings, lineage), e.g. the faults.yaml
 home tests/test_fold_incremental.py folds. A history of N days is built from it cheaply, as a
@@ -15,10 +15,11 @@ source's first hours as day N's) written as the checks write it and folded; `--l
 hour's checkpoint_saved events, as the lineage ingest writes them (the checkpoint lineage then
 changes every tick, as it does where runs save checkpoints). `fresh`: each tick in a fresh process
 as a fold run has (the daemon starts one per run); `warm`: the state fold and every tick in one
-process left running. CPU-seconds of each tick's fold and store (and the serving_versions read the
-asset does before it), median over the ticks (with `--repeat R`, each tick's least over R runs of
-each code, the codes in turn); both codes' stored incidents and transitions after the last tick are
-digested and must agree.
+process left running; `again`: as warm, each tick's fold first run 5 times on the same state and
+rolled back, its CPU-s the median of those (a shared host's noise, less). CPU-seconds of each tick's
+fold and store (and the serving_versions read the asset does before it), median over the ticks (with
+`--repeat R`, each tick's least over R runs of each code, the codes in turn); both codes' stored
+incidents and transitions after the last tick are digested and must agree.
 DuckDB runs one thread (GOODPUT_DUCKDB_THREADS=1), as CPU-seconds are the figure on a shared host.
 """
 
@@ -171,10 +172,27 @@ def tick(source: str, work: str, days: int, index: int, lineage: bool = False) -
         return _timed(con)
 
 
-def warm(source: str, history: str, work: str, days: int, ticks: int, lineage: bool = False) -> dict:
+def _rolled_back(con) -> float:
+    """CPU-s of one fold of what is marked now, in a transaction then rolled back (the state stays as it
+    was, so the same tick can be folded again). Codes whose fold_incrementally wraps `_fold` only."""
+    from assets import incident_fold as full
+    from assets import incidents_incremental as inc
+    from orchestration import sql
+
+    con.execute("BEGIN TRANSACTION")
+    try:
+        cpu = time.process_time()
+        inc._fold(con, full.Lifecycle(), sql.frame(con, "incidents/serving_versions"), full.triage.WINDOW_SECONDS)
+        return time.process_time() - cpu
+    finally:
+        con.execute("ROLLBACK")
+
+
+def warm(source: str, history: str, work: str, days: int, ticks: int, lineage: bool = False, again: int = 0) -> dict:
     """Under one code, in one process left running (the service's): the history copied to `work` and
     folded once (the state), then `ticks` ticks on the same connection, each timed: the same hours as
-    the fresh-process ticks, so both end with the same tables."""
+    the fresh-process ticks, so both end with the same tables. `again` > 0: each tick is first folded
+    that often and rolled back, and its CPU-s is the median of those (the host's noise, not the tick)."""
     from orchestration.warehouse import WarehouseResource
 
     shutil.copy(history, work)
@@ -183,7 +201,10 @@ def warm(source: str, history: str, work: str, days: int, ticks: int, lineage: b
         out = []
         for index in range(ticks):
             _write(con, source, days, index, lineage)
+            rolled = [_rolled_back(con) for _ in range(again)]
             out.append(_timed(con))
+            if rolled:
+                out[-1] = {**out[-1], "once_cpu_s": out[-1]["cpu_s"], "cpu_s": round(statistics.median(rolled), 4)}
     return {"ticks": out}
 
 
@@ -206,6 +227,9 @@ def _run(code: Path, source: str, history: str, work: str, days: int, ticks: int
         os.remove(work)
     if "warm" in modes:
         out["warm"] = _child(code, "--warm", source, history, work, str(days), str(ticks), *extra)["ticks"]
+        os.remove(work)
+    if "again" in modes:
+        out["again"] = _child(code, "--warm", source, history, work, str(days), str(ticks), "--again", "5", *extra)["ticks"]
         os.remove(work)
     for mode in modes:
         out[f"{mode}_cpu_s"] = statistics.median(t["cpu_s"] for t in out[mode])
@@ -247,8 +271,10 @@ def main() -> int:
     parser.add_argument("--days", default="1,7,30,100")
     parser.add_argument("--base", default="main", help="the commit whose fold is the 'before' (a git worktree of it)")
     parser.add_argument("--ticks", type=int, default=3)
-    parser.add_argument("--modes", default="fresh,warm", help="fresh: each tick in its own process; warm: all in one")
+    parser.add_argument("--modes", default="fresh,warm", help="fresh: each tick in its own process; warm: all in one; "
+                        "again: warm, each tick's fold repeated 5 times on the same state and rolled back, the median")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each code, in turn; per tick the least CPU-s")
+    parser.add_argument("--again", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--lineage", action="store_true", help="each tick also writes its hour's checkpoint_saved events")
     parser.add_argument("--out")
     parser.add_argument("--build", nargs=3, metavar=("SOURCE", "TARGET", "DAYS"), help=argparse.SUPPRESS)
@@ -266,9 +292,9 @@ def main() -> int:
         print(json.dumps(tick(args.tick[0], args.tick[1], int(args.tick[2]), int(args.tick[3]), args.lineage), default=str))
         return 0
     if args.warm:
-        print(json.dumps(warm(*args.warm[:3], int(args.warm[3]), int(args.warm[4]), args.lineage), default=str))
+        print(json.dumps(warm(*args.warm[:3], int(args.warm[3]), int(args.warm[4]), args.lineage, args.again), default=str))
         return 0
-    modes = [m for m in ("fresh", "warm") if m in args.modes.split(",")]
+    modes = [m for m in ("fresh", "warm", "again") if m in args.modes.split(",")]
     scratch = Path(tempfile.mkdtemp(prefix="goodput-bench-foldhist-"))
     base = scratch / "base"
     subprocess.run(["git", "worktree", "add", "--detach", str(base), args.base], cwd=REPO, check=True, capture_output=True)
