@@ -7,10 +7,14 @@ module digests per (signal, partition, incident group) the findings and the clea
 first and last times, and compares them and the evaluation marks with what the fold saw last
 (`fold_seen`, `fold_evaluations`), so a partition written again with the same rows changes
 nothing. It also finds the incidents whose clean window a changed evaluation mark can reach, the
-findings whose checkpoint lineage changed, and the serving versions that changed.
+findings whose checkpoint lineage changed, and the serving versions that changed. Lineage and audits
+carry no marks (anything may write them), so one digest of both tells whether any run's lineage
+can have changed, and only then are the runs compared whose events or audit statuses differ.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -18,6 +22,7 @@ import pandas as pd
 from assets import incident_fold as full
 from assets import triage
 from assets.fold_reach import KEY, query
+from checks.frames import stack
 from orchestration import sql
 
 SEEN = ["signal", "partition_start", "entity_type", "entity_id", "kind"]
@@ -49,7 +54,7 @@ def seen_now(con, marked: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=[*SEEN, *SEEN_VALUES])
     found = query(con, "partition_digests", bounds(marked), marked=marked)
     cleared = _clearing_digests(query(con, "clearings_in", bounds(marked), parts=marked))
-    seen = pd.concat([found, cleared], ignore_index=True)
+    seen = stack([found, cleared], [*SEEN, *SEEN_VALUES])
     seen["digest"] = seen["digest"].astype(np.uint64)
     return seen
 
@@ -100,19 +105,38 @@ def _with_checkpoints(name: str) -> str:
     return sql.sql_text(f"incidents_incremental/{name}").replace("/*@checkpoints*/", checkpoints)
 
 
-def checkpoint_changes(con) -> pd.DataFrame:
-    """Per group, the first detection of a finding whose checkpoint lineage changed (a checkpoint of
-    its run saved, gone or audited otherwise at or before its onset); remembers the lineage now."""
-    moved = sql.execute_text(con, _with_checkpoints("checkpoints_changed")).df()
+class LineageChange(NamedTuple):
+    """What changed in the checkpoint lineage since the last fold."""
+    groups: pd.DataFrame   # per group, the first detection of a finding whose checkpoint may be another now (`since`)
+    digest: int            # the lineage and audits digest now (sql/incidents_incremental/checkpoint_digest.sql)
+    runs_compared: int     # the runs compared row by row (0 when the digest is the last fold's)
+
+
+def checkpoint_changes(con, digest_was) -> LineageChange:
+    """The groups with a finding whose checkpoint lineage changed (a checkpoint of its run saved, gone
+    or audited otherwise at or before its onset), and the lineage digest now.
+
+    The digest of the lineage and audits equal to the last fold's (`digest_was`): nothing changed, and
+    nothing per run is read. Otherwise only the runs whose events or audit statuses differ from what
+    the fold saw are compared row by row, and only theirs are remembered again (fold_checkpoints)."""
+    digest = int(sql.frame(con, "incidents_incremental/checkpoint_digest")["digest"].iloc[0])
+    none = pd.DataFrame(columns=[*KEY, "since"])
+    if digest_was is not None and not pd.isna(digest_was) and int(digest_was) == digest:
+        return LineageChange(none, digest, 0)
+    runs = sql.frame(con, "incidents_incremental/checkpoint_runs")
+    if runs.empty:
+        return LineageChange(none, digest, 0)
+    con.register("changed_runs", runs)
+    try:
+        moved = sql.execute_text(con, _with_checkpoints("checkpoints_changed")).df()
+        for statement in sql.split_statements(_with_checkpoints("checkpoints_store")):
+            sql.execute_text(con, statement)
+    finally:
+        con.unregister("changed_runs")
     if moved.empty:
-        return pd.DataFrame(columns=[*KEY, "since"])
-    for statement in sql.split_statements(_with_checkpoints("checkpoints_store")):
-        sql.execute_text(con, statement)
-    moved = moved[moved["run_id"].notna()]   # a finding without a run has no checkpoint
-    if moved.empty:
-        return pd.DataFrame(columns=[*KEY, "since"])
-    runs = moved.assign(since=pd.to_datetime(moved["time"])).groupby("run_id", as_index=False)["since"].min()
-    return query(con, "checkpoint_groups", changed_runs=runs)
+        return LineageChange(none, digest, len(runs))
+    since = moved.assign(since=pd.to_datetime(moved["time"])).groupby("run_id", as_index=False)["since"].min()
+    return LineageChange(query(con, "checkpoint_groups", changed_runs=since), digest, len(runs))
 
 
 def versions_digests(versions: pd.DataFrame | None) -> pd.DataFrame:

@@ -30,6 +30,7 @@ import pandas as pd
 
 from assets import triage
 from assets.correlation import GPU_WINDOW, fast_correlate
+from checks.frames import stack
 from orchestration import sql
 
 KEY = ["signal", "entity_type", "entity_id"]
@@ -47,6 +48,12 @@ def query(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None,
     finally:
         for key in frames:
             con.unregister(key)
+
+
+def span(ranges: pd.DataFrame) -> dict:
+    """{lo, hi}: the least `lo` and the greatest `hi` of `ranges` (a query's scalar bounds before its range join)."""
+    lo, hi = ranges["lo"].min(), ranges["hi"].max()
+    return {"lo": None if pd.isna(lo) else lo, "hi": None if pd.isna(hi) else hi}   # none: NULL, nothing in reach
 
 
 def as_index(rows: pd.DataFrame) -> pd.DataFrame:
@@ -70,16 +77,16 @@ def correlation_reach(con: duckdb.DuckDBPyConnection, new: pd.DataFrame, old: pd
         window = max(gap, GPU_WINDOW)
         frontier = pd.DataFrame({"lo": new["onset"] - window, "hi": new["last_seen"] + window, "run_id": new["run_id"],
                                  "gpus": new["gpus"], "hosts": new["hosts"]})
-        near = as_index(query(con, "near_in_time", frontier=frontier))
+        near = as_index(query(con, "near_in_time", span(frontier), frontier=frontier))
         near = near[~near["incident_id"].isin(replaced)]
         if not near.empty:   # the stored incidents in a component with a new one: one linked to it, or to such
-            both = pd.concat([new, near], ignore_index=True)
+            both = stack([new, near], INDEX_COLUMNS)
             ids = fast_correlate(both, gap)
             with_new = set(ids[:len(new)])
             cor_ids |= {stored for name, stored in zip(ids[len(new):], near["correlation_id"]) if name in with_new}
     reach = as_index(query(con, "correlated", cor_ids=pd.DataFrame({"correlation_id": sorted(cor_ids)}, dtype=object)))
     reach = reach[~reach["incident_id"].isin(replaced)].drop_duplicates("incident_id").reset_index(drop=True)
-    every = pd.concat([new, reach], ignore_index=True)
+    every = stack([new, reach], INDEX_COLUMNS)
     ids = fast_correlate(every, gap) if not every.empty else []
     return reach, dict(zip(every["incident_id"], ids))
 
@@ -125,7 +132,7 @@ def triage_context(con: duckdb.DuckDBPyConnection, targets: pd.DataFrame, new: p
                        "signal": targets["signal"], "lo": targets["onset"] - triage.SLACK, "hi": targets["last_seen"]})
     stored = as_index(query(con, "triage_context", xs=xs))
     stored = stored[~stored["incident_id"].isin(replaced | set(new["incident_id"]))]
-    rows = pd.concat([stored, new], ignore_index=True).drop_duplicates("incident_id")
+    rows = stack([stored, new], INDEX_COLUMNS).drop_duplicates("incident_id")
     records = rows.to_dict("records")
     records.sort(key=lambda r: (r["signal"], r["entity_type"], r["entity_id"], int(r["pos"])))
     return records

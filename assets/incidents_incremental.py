@@ -13,7 +13,7 @@ in one transaction:
    `evaluated_spans` only within one window of its own stretch; an empty mark also turns evaluated
    when the horizon passes its hour, so the marks the horizon crossed count as changed), and those
    with a finding whose checkpoint lineage changed (a checkpoint of its run saved or audited at or
-   before its onset).
+   before its onset; only the runs whose lineage or audits differ are compared).
 2. Each such group is folded again from the first episode a change can reach (`_starts`), reading
    only its findings from there on, the clearings they can take and the evaluation marks near them;
    the earlier episodes stay as stored (`fold_incidents`), their numbers and members carried in.
@@ -43,6 +43,8 @@ from assets import correlation, fold_reach, triage
 from assets import fold_changes as changes
 from assets import incident_fold as full
 from assets.fold_reach import INDEX_COLUMNS, KEY, as_index, query
+from checks import frames
+from checks.frames import stack
 from checks.registry import REGISTRY
 from orchestration import sql
 
@@ -50,7 +52,7 @@ from orchestration import sql
 def config_digest(lifecycle: full.Lifecycle) -> str:
     """Settings and code a group's rows and the stored incidents depend on: another digest refolds all."""
     digest = hashlib.sha1(repr(lifecycle).encode())
-    for module in (full, triage, correlation, fold_reach, changes):
+    for module in (full, triage, correlation, fold_reach, changes, frames):
         digest.update(inspect.getsource(module).encode())
     digest.update(Path(__file__).read_bytes())
     for signal in sorted(REGISTRY, key=lambda s: s.name):
@@ -61,11 +63,18 @@ def config_digest(lifecycle: full.Lifecycle) -> str:
 
 
 def _findings_sql(name: str) -> str:
+    """`name` with sql/incidents/findings.sql filled in at its marker, reading `scope` for `findings` and
+    the fold's own saved checkpoints of those findings' runs (saved_in_scope.sql) for the lineage."""
     findings = sql.sql_text("incidents/findings").strip().rstrip(";")
     findings = "\n".join(line for line in findings.splitlines() if not line.lstrip().startswith("--"))
     assert findings.count("FROM findings f\n") == 1, "sql/incidents/findings.sql reads `findings f` once"
     findings = findings.replace("FROM findings f\n", "FROM scope f\n")
-    return sql.sql_text(f"incidents_incremental/{name}").replace("/*@findings*/", findings)
+    head, start, rest = findings.partition("/*@saved*/")
+    _, end, tail = rest.partition("/*saved@*/")
+    assert start and end, "sql/incidents/findings.sql marks its `saved` rows /*@saved*/ ... /*saved@*/"
+    saved = sql.sql_text("incidents_incremental/saved_in_scope").strip()
+    saved = "\n".join(line for line in saved.splitlines() if not line.lstrip().startswith("--"))
+    return sql.sql_text(f"incidents_incremental/{name}").replace("/*@findings*/", head + saved + tail)
 
 
 def _starts(before: pd.DataFrame, dirty: pd.DataFrame) -> pd.DataFrame:
@@ -115,7 +124,7 @@ def _fold_groups(con, starts: pd.DataFrame, seen: pd.DataFrame, lifecycle, horiz
     dirty = starts[[*KEY, "since"]].assign(since=pd.to_datetime(starts["since"]))
     parts = query(con, "group_parts", dirty_groups=dirty[KEY])
     now = seen.merge(dirty[KEY], on=KEY)[[*KEY, "partition_start", "kind", "last_at"]]
-    parts = pd.concat([parts, now], ignore_index=True).merge(dirty, on=KEY)
+    parts = stack([parts, now], [*KEY, "partition_start", "kind", "last_at"]).merge(dirty, on=KEY)
     late = parts["since"].isna() | (pd.to_datetime(parts["last_at"]) >= parts["since"])
     found = parts.loc[(parts["kind"] == "f") & late, ["signal", "partition_start"]].drop_duplicates()
     if found.empty:
@@ -142,7 +151,7 @@ def _fold_groups(con, starts: pd.DataFrame, seen: pd.DataFrame, lifecycle, horiz
     slack = pd.Timedelta(seconds=lifecycle.window_seconds)
     ranges = pd.DataFrame({"signal": span["signal"], "lo": span["min"] - slack - changes.MARGIN,
                            "hi": span["max"] + lifecycle.gap + slack + changes.MARGIN})
-    evaluations = query(con, "evaluations_near", ranges=ranges)
+    evaluations = query(con, "evaluations_near", fold_reach.span(ranges), ranges=ranges)
     earlier = {tuple(r[:3]): r[3] for r in starts[[*KEY, "earlier"]].itertuples(index=False)}
     return findings, clearings, *full.fold_groups(findings, evaluations, lifecycle, REGISTRY, clearings, horizon=horizon,
                                                   earlier=earlier)
@@ -222,9 +231,17 @@ def fold_incrementally(con: duckdb.DuckDBPyConnection, lifecycle: full.Lifecycle
     return counts
 
 
-def _what_changed(con, lifecycle, whole: bool, old_horizon, horizon):
+REACH = {"d": "datetime64[ns]", "c": "datetime64[ns]", "e": "float64"}
+
+
+def _reach(frame: pd.DataFrame) -> pd.DataFrame:
+    """A group's reach (d, c, e: see _starts) with one dtype per column, whichever of them `frame` has."""
+    return frame.reindex(columns=[*KEY, *REACH]).astype(REACH)
+
+
+def _what_changed(con, lifecycle, whole: bool, old_horizon, horizon, old_checkpoints):
     """(marked partitions, their digests now, per refolded group how far back a change reaches
-    (d, c, e: see _starts), evaluation marks now)."""
+    (d, c, e: see _starts), evaluation marks now, what changed in the checkpoint lineage)."""
     marked = sql.frame(con, "incidents_incremental/marks")
     if whole:
         sql.run(con, "incidents_incremental/clear")
@@ -234,22 +251,20 @@ def _what_changed(con, lifecycle, whole: bool, old_horizon, horizon):
     moved = changes.changed(seen, was, [*changes.SEEN, *changes.SEEN_VALUES])
     moved = moved.assign(d=moved["first_at"].where(moved["kind"] == "f"), c=moved["first_at"].where(moved["kind"] == "c"))
     near, evaluations = changes.near_evaluations(con, marked, horizon, old_horizon, lifecycle)
-    lineage = changes.checkpoint_changes(con)
-    reach = pd.concat([moved[[*KEY, "d", "c"]], near[[*KEY, "pos"]].rename(columns={"pos": "e"}),
-                       lineage[[*KEY, "since"]].rename(columns={"since": "d"})], ignore_index=True)
-    for column in ("d", "c"):
-        reach[column] = pd.to_datetime(reach[column])
-    reach["e"] = pd.to_numeric(reach["e"])
+    lineage = changes.checkpoint_changes(con, old_checkpoints)
+    reach = pd.concat([_reach(moved), _reach(near.rename(columns={"pos": "e"})),
+                       _reach(lineage.groups.rename(columns={"since": "d"}))], ignore_index=True)
     reach = reach.groupby(KEY, as_index=False, sort=False).agg({"d": "min", "c": "min", "e": "min"})
-    return marked, seen, reach, evaluations
+    return marked, seen, reach, evaluations, lineage
 
 
 def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
     config = config_digest(lifecycle)
-    meta = con.execute("SELECT config, horizon FROM fold_meta").fetchall()
+    meta = con.execute("SELECT config, horizon, checkpoints_digest FROM fold_meta").fetchall()
     whole = not meta or meta[0][0] != config
     horizon = sql.frame(con, "incidents_incremental/horizon")["horizon"].iloc[0]
-    marked, seen, dirty, evaluations_now = _what_changed(con, lifecycle, whole, None if whole else meta[0][1], horizon)
+    marked, seen, dirty, evaluations_now, lineage = _what_changed(con, lifecycle, whole, None if whole else meta[0][1],
+                                                                     horizon, None if whole else meta[0][2])
     versions_now = changes.versions_digests(versions)
     was = con.execute("SELECT endpoint, model_version, digest FROM fold_versions").df()
     versions_changed = changes.changed(versions_now, was, ["endpoint", "model_version", "digest"])
@@ -276,7 +291,7 @@ def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
     pre = _pretriage(con, retriage)
     pre["correlation_id"] = pre["incident_id"].map(correlation_ids).fillna(
         pre["incident_id"].map(dict(zip(retriage["incident_id"], retriage["correlation_id"]))))
-    targets = pd.concat([f for f in (fresh[family], pre) if not f.empty] or [pre], ignore_index=True)
+    targets = stack([fresh[family], pre], list(full.INCIDENT_COLUMNS))
     context = fold_reach.triage_context(con, as_index(targets), new, replaced)
     triaged = triage.apply(targets, versions, triage_window_seconds, context=context) if not targets.empty else targets
     recorrelated = reach[~reach["incident_id"].isin(set(retriage["incident_id"]))]
@@ -286,8 +301,7 @@ def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
         kept["correlation_id"] = kept["incident_id"].map(correlation_ids)
         for column in ("hosts", "gpus", "ranks", "members"):
             kept[column] = [v.tolist() if isinstance(v, np.ndarray) else v for v in kept[column]]
-    written = [f for f in (triaged, fresh[~family], kept) if not f.empty]
-    new_incidents = (pd.concat(written, ignore_index=True) if written else pd.DataFrame(columns=list(full.INCIDENT_COLUMNS)))
+    new_incidents = stack([triaged, fresh[~family], kept], list(full.INCIDENT_COLUMNS))
     # 3. store what changed
     frames = {
         "gone_ids": pd.DataFrame({"incident_id": sorted(replaced | set(new_incidents["incident_id"]))}, dtype=object),
@@ -301,7 +315,7 @@ def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
                                       "correlation_id": reach["incident_id"].map(correlation_ids).astype(object)}),
         "marked": marked, "new_seen": seen, "new_evaluations": evaluations_now,
         "new_versions": versions_now,
-        "new_meta": pd.DataFrame({"config": [config], "horizon": [horizon]}),
+        "new_meta": pd.DataFrame({"config": [config], "horizon": [horizon], "checkpoints_digest": [lineage.digest]}),
     }
     if whole:
         sql.run(con, "incidents/replace")
@@ -318,7 +332,8 @@ def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
             "episodes_kept": int(starts["k"].sum()) if not starts.empty else 0,
             "incidents_folded": len(after), "incidents_changed": len(new) + len(replaced - set(new["incident_id"])),
             "correlated": len(new) + len(reach), "triaged": len(targets),
-            "incidents_written": len(new_incidents), "versions_changed": len(versions_changed)}
+            "incidents_written": len(new_incidents), "versions_changed": len(versions_changed),
+            "checkpoint_runs_compared": lineage.runs_compared}
 
 
 def clear_state(con: duckdb.DuckDBPyConnection) -> None:

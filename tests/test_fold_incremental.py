@@ -4,7 +4,8 @@ in three shuffled orders; after every partition the stored incidents and transit
 partition touched and no others. A partition written again with the same rows refolds nothing;
 the oldest partition retracted and backfilled refolds only what it reaches. Over three days of
 history a refold starts after the groups' earlier episodes; a checkpoint audit or save and a
-serving promotion recorded late refold or re-triage what they reach; retention drops what it deletes."""
+serving promotion recorded late refold or re-triage what they reach, and a lineage change compares only
+the runs it touches; retention drops what it deletes."""
 
 import random
 import shutil
@@ -259,6 +260,68 @@ def test_lineage_and_serving_versions_refold_what_they_reach(detected, tmp_path)
         counts = fold(con)
         assert_same(con)
         assert 0 < counts["groups_folded"] < groups(con) + counts["groups_folded"]
+
+
+SAVED_NOW = """
+    WITH audited AS (SELECT coalesce(recorded_path, path) AS checkpoint_path, arg_max(status, partition_start) AS status
+                     FROM checkpoint_audits GROUP BY ALL)
+    SELECT l.run_id, l.time, l.checkpoint_path, l.step, a.status FROM lineage_events l
+    LEFT JOIN audited a ON a.checkpoint_path = l.checkpoint_path
+    WHERE l.event = 'checkpoint_saved' AND l.run_id IS NOT NULL"""
+
+
+def assert_lineage_remembered(con) -> None:
+    """What the fold remembers of the checkpoint lineage is every run's saved checkpoints now."""
+    def rows(query: str) -> list:
+        return sorted(con.execute(query).fetchall(), key=repr)
+    assert rows("SELECT * FROM fold_checkpoints") == rows(SAVED_NOW)
+
+
+def test_checkpoint_lineage_compares_only_the_runs_a_change_touches(detected, tmp_path):
+    """The lineage and audits as the last fold saw them: no run compared. An old checkpoint audited
+    again and failed, that audit partition dropped, a checkpoint's saved event gone (the lineage
+    re-ingested without it): each compares only the runs it touches, the fold remembers every run's
+    lineage as it is, and the tables equal the full refold's."""
+    work = tmp_path / "w.duckdb"
+    shutil.copy(detected, work)
+    with WarehouseResource(path=str(work)).connect() as con:
+        con.execute("DELETE FROM fold_marks")
+        clear_state(con)
+        assert fold(con)["checkpoint_runs_compared"] > 1
+        assert_lineage_remembered(con)
+        counts = fold(con)
+        assert counts["checkpoint_runs_compared"] == 0 and counts["groups_folded"] == 0
+        runs = con.execute("SELECT count(DISTINCT run_id) FROM lineage_events WHERE event = 'checkpoint_saved'").fetchone()[0]
+        audited_run = """(SELECT min(l.run_id) FROM lineage_events l JOIN checkpoint_audits a
+                          ON l.checkpoint_path = coalesce(a.recorded_path, a.path)
+                          WHERE l.event = 'checkpoint_saved' AND a.status = 'ok'
+                            AND l.run_id IN (SELECT run_id FROM findings))"""
+        changes = [   # re-audited a month later: the run's first passed checkpoint is damaged now
+            f"""INSERT INTO checkpoint_audits SELECT * REPLACE (partition_start + INTERVAL 30 DAY AS partition_start,
+                                                                'failed' AS status)
+                FROM checkpoint_audits WHERE status = 'ok' AND coalesce(recorded_path, path) = (
+                    SELECT min(l.checkpoint_path) FROM lineage_events l JOIN checkpoint_audits a
+                    ON l.checkpoint_path = coalesce(a.recorded_path, a.path)
+                    WHERE l.event = 'checkpoint_saved' AND a.status = 'ok' AND l.run_id = {audited_run})
+                ORDER BY partition_start DESC LIMIT 1""",
+            # the re-audit's partition dropped: the earlier status is the latest again
+            "DELETE FROM checkpoint_audits WHERE partition_start = (SELECT max(partition_start) FROM checkpoint_audits)",
+            # a checkpoint file deleted, the lineage re-ingested without its saved event
+            """DELETE FROM lineage_events WHERE event = 'checkpoint_saved' AND (run_id, time) = (
+                   SELECT (run_id, min(time)) FROM lineage_events WHERE event = 'checkpoint_saved'
+                   AND run_id = (SELECT min(run_id) FROM findings WHERE run_id IS NOT NULL) GROUP BY run_id)""",
+        ]
+        refolded = []
+        for change in changes:
+            assert con.execute(change).fetchone()[0] >= 1
+            counts = fold(con)
+            assert_same(con)
+            assert_lineage_remembered(con)
+            assert 1 <= counts["checkpoint_runs_compared"] < runs, (change, counts)
+            assert counts["groups_folded"] < groups(con)
+            refolded.append(counts["groups_folded"])
+        assert all(refolded), f"each change refolds the findings it reaches: {refolded}"
+        assert fold(con)["checkpoint_runs_compared"] == 0
 
 
 def test_fast_correlate_gives_correlate_ids_on_random_incidents():

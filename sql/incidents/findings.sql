@@ -8,11 +8,13 @@ WITH audited AS (
     FROM checkpoint_audits
     GROUP BY ALL
 ),
+-- The incremental fold reads `saved` from its own copy (fold_checkpoints) for its findings' runs only:
+-- the markers bound what it replaces (assets/incidents_incremental.py _findings_sql).
 saved AS (
-    SELECT l.run_id, l.time, l.checkpoint_path, l.step, a.status
+    /*@saved*/SELECT l.run_id, l.time, l.checkpoint_path, l.step, a.status
     FROM lineage_events l
     LEFT JOIN audited a ON a.checkpoint_path = l.checkpoint_path
-    WHERE l.event = 'checkpoint_saved'
+    WHERE l.event = 'checkpoint_saved'/*saved@*/
 ),
 passed AS (SELECT * FROM saved WHERE status = 'ok'),
 unaudited AS (SELECT * FROM saved WHERE status IS NULL OR status = 'not_audited')

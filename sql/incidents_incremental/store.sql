@@ -2,7 +2,7 @@
 -- transaction): incidents `gone_ids` and their transitions deleted (incidents/insert.sql then inserts
 -- `new_incidents` and `new_transitions`: same ids where they were only correlated or triaged again), the
 -- per-incident index (`index_gone`, `new_index`; `recorrelated`: new correlation ids only), what the marked partitions hold now (`marked`, `new_seen`, `new_evaluations`), the
--- versions seen (`new_versions`), the settings digest and horizon
+-- versions seen (`new_versions`), the settings digest, horizon and checkpoint lineage digest
 -- (`new_meta`), and the marks read (`marked`).
 DELETE FROM incidents WHERE incident_id IN (SELECT incident_id FROM gone_ids);
 DELETE FROM incident_transitions WHERE incident_id IN (SELECT incident_id FROM gone_transitions);
@@ -25,5 +25,6 @@ INSERT INTO fold_evaluations BY NAME SELECT signal, partition_start, evaluated_u
 DELETE FROM fold_versions;
 INSERT INTO fold_versions BY NAME SELECT endpoint, model_version, digest::UBIGINT AS digest FROM new_versions;
 DELETE FROM fold_meta;
-INSERT INTO fold_meta BY NAME SELECT config, horizon::TIMESTAMP AS horizon FROM new_meta;
+INSERT INTO fold_meta BY NAME
+SELECT config, horizon::TIMESTAMP AS horizon, checkpoints_digest::UBIGINT AS checkpoints_digest FROM new_meta;
 DELETE FROM fold_marks m WHERE EXISTS (SELECT 1 FROM marked k WHERE k.signal = m.signal AND k.partition_start = m.partition_start);
