@@ -100,9 +100,7 @@ def near_evaluations(con, marked, horizon, old_horizon, lifecycle) -> tuple[pd.D
 
 
 def _with_checkpoints(name: str) -> str:
-    checkpoints = sql.sql_text("incidents_incremental/checkpoints").strip().rstrip(";")
-    checkpoints = "\n".join(line for line in checkpoints.splitlines() if not line.lstrip().startswith("--"))
-    return sql.sql_text(f"incidents_incremental/{name}").replace("/*@checkpoints*/", checkpoints)
+    return sql.sql_text(f"incidents_incremental/{name}").replace("/*@checkpoints*/", sql.fragment("incidents_incremental/checkpoints"))
 
 
 class LineageChange(NamedTuple):

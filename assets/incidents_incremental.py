@@ -65,15 +65,13 @@ def config_digest(lifecycle: full.Lifecycle) -> str:
 def _findings_sql(name: str) -> str:
     """`name` with sql/incidents/findings.sql filled in at its marker, reading `scope` for `findings` and
     the fold's own saved checkpoints of those findings' runs (saved_in_scope.sql) for the lineage."""
-    findings = sql.sql_text("incidents/findings").strip().rstrip(";")
-    findings = "\n".join(line for line in findings.splitlines() if not line.lstrip().startswith("--"))
+    findings = sql.fragment("incidents/findings")
     assert findings.count("FROM findings f\n") == 1, "sql/incidents/findings.sql reads `findings f` once"
     findings = findings.replace("FROM findings f\n", "FROM scope f\n")
     head, start, rest = findings.partition("/*@saved*/")
     _, end, tail = rest.partition("/*saved@*/")
     assert start and end, "sql/incidents/findings.sql marks its `saved` rows /*@saved*/ ... /*saved@*/"
-    saved = sql.sql_text("incidents_incremental/saved_in_scope").strip()
-    saved = "\n".join(line for line in saved.splitlines() if not line.lstrip().startswith("--"))
+    saved = sql.fragment("incidents_incremental/saved_in_scope")
     return sql.sql_text(f"incidents_incremental/{name}").replace("/*@findings*/", head + saved + tail)
 
 

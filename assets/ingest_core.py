@@ -152,8 +152,8 @@ def _ingest_clean(con: duckdb.DuckDBPyConnection, table: str, fields: dict[str, 
         counts = line_counts(files)
         try:
             sql.run(con, "ingest/clean_read", {"files": files, "shape": shape})
-        except (duckdb.Error, UnicodeDecodeError):   # a bad line; DuckDB's message about it can cut a character
-            return None                              # of its text in two, and the binding then fails to decode it
+        except duckdb.Error:
+            return None
         lines = pd.Series(counts, dtype="int64")
         con.register("file_lines", pd.DataFrame({"file": pd.Series(files, dtype="object"),
                                                  "first_row": lines.cumsum() - lines, "lines": lines}))
@@ -167,8 +167,8 @@ def _ingest_clean(con: duckdb.DuckDBPyConnection, table: str, fields: dict[str, 
             if _NEEDS_FULL_PARSE in str(error):
                 return None
             raise
-        except UnicodeDecodeError:   # an error about a line's text that the binding could not decode (above)
-            return None
+    except UnicodeDecodeError:   # DuckDB's error about a bad line cut a character of its text in two, and the
+        return None              # binding could not decode it: the full parse finds and quarantines the line
     finally:
         con.execute("DROP TABLE IF EXISTS clean")
         con.unregister("file_lines")

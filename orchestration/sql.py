@@ -29,6 +29,13 @@ def sql_text(name: str) -> str:
 
 
 @functools.cache
+def fragment(name: str) -> str:
+    """`sql/<name>.sql` as one query to fill into another file's marker: its comment lines and final `;` dropped."""
+    text = sql_text(name).strip().rstrip(";")
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+
+
+@functools.cache
 def statements(name: str) -> tuple[str, ...]:
     """The statements of one SQL file, comments kept, empty ones dropped."""
     return split_statements(sql_text(name))
