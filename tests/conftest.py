@@ -13,8 +13,8 @@ from simulator import load_scenario, simulate
 from tests.helpers import SMALL, built_once, memory_instance, run_with_stderr_on_a_terminal
 
 # One DuckDB thread a query in every process the tests start (unless the caller's environment says otherwise):
-# `-n 3` runs three test processes on CI's two cores, and a query spread over both cores competes with the
-# other two while its threads cost CPU of their own (the suite: 6-17% less CPU, BENCHMARKS.md section 35).
+# `-n 4` runs four test processes on CI's two cores, and a query spread over both cores competes with the
+# others while its threads cost CPU of their own (the suite: 6-17% less CPU, BENCHMARKS.md section 35).
 # docs/service.md, "A busy host"; tests/test_duckdb_threads.py sets and unsets it where it tests it.
 os.environ.setdefault("GOODPUT_DUCKDB_THREADS", "1")
 
