@@ -86,19 +86,21 @@ def run_pipeline(home: Path, start, end, progress=_say, keys: list[str] | None =
 
     from orchestration.definitions import build_definitions, resources_for
     from orchestration.instance import open_instance
+    from orchestration.jobs import execute_detect
     from orchestration.partitions import hour_keys
     from orchestration.sensors import incident_alerts
+    from orchestration.shards import configured
 
     defs = build_definitions(home)
     instance = open_instance()   # a damaged instance database: one line
-    detect = defs.resolve_job_def("detect")
+    shards = configured(home)
     keys = sorted(keys) if keys else hour_keys(start, end)
     with Ticker(total=len(keys)) as ticker:  # on a terminal: a live line with the time left
         for i, key in enumerate(keys, 1):
             ticker.update(f"detect {key}")
             t0 = time.monotonic()
-            result = detect.execute_in_process(partition_key=key, instance=instance, run_config=QUIET)
-            failed = [c.check_name for c in result.get_asset_check_evaluations() if not c.passed]
+            runs = execute_detect(defs, shards, key, instance, run_config=QUIET)   # with shards: each shard, then the hour
+            failed = [c.check_name for result in runs for c in result.get_asset_check_evaluations() if not c.passed]
             ticker.step()
             line = (f"  [{i:>2}/{len(keys)}] detect {key}  {time.monotonic() - t0:4.1f}s"
                     + (f"  FAILED: {', '.join(failed)}" if failed else ""))
