@@ -19,7 +19,9 @@ host and two worker machines. Its parts are the ones a multi-host deployment run
 
 This process is the run's orchestrator (as a run worker launched by the daemon would be): it executes
 each hour's `detect` run with the Celery executor, oldest first (an hour's baselines read the hours
-before it), then folds incidents in process.
+before it), then folds incidents in process. With `shards:` in the home's service.yaml, each hour's
+`detect_shard` runs go first, all at once (one thread each, their steps on whichever workers are free),
+then the hour's `detect` (orchestration/shards.py).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -178,6 +181,8 @@ def run_hours(keys: list[str], say: Callable[[str], None], quiet: dict) -> dict:
 
     from orchestration.definitions import defs
     from orchestration.instance import open_instance
+    from orchestration.jobs import DETECT_SHARD
+    from orchestration.shards import configured, run_tags
 
     # dagster-celery registers its step task on the app once per submitted step: celery's warning about it is noise
     warnings.filterwarnings("ignore", message="Task name 'execute_plan' is already registered")
@@ -188,15 +193,28 @@ def run_hours(keys: list[str], say: Callable[[str], None], quiet: dict) -> dict:
     instance = open_instance()
     repository = ReconstructableRepository.for_module("orchestration.definitions", "defs", working_directory=str(REPO_ROOT))
     detect = repository.get_reconstructable_job("detect")
+    shards = configured(goodput_home())
+    per_shard = repository.get_reconstructable_job(DETECT_SHARD) if shards else None
+
+    def execute(job, tags: dict[str, str]) -> int:
+        """One run with its steps on Celery; its steps' retries (lake commit conflicts)."""
+        with dg.execute_job(job, instance=instance, tags=tags, run_config=quiet) as result:
+            if not result.success:
+                raise DeploymentError(f"{job.job_name} {tags['dagster/partition']} failed (run {result.run_id}): "
+                                      "see `goodput ui` or the worker logs")
+            return len(instance.all_logs(result.run_id, of_type=dg.DagsterEventType.STEP_UP_FOR_RETRY))
+
     retried = 0
     for i, key in enumerate(sorted(keys), 1):
         started = time.monotonic()
-        with dg.execute_job(detect, instance=instance, tags={"dagster/partition": key}, run_config=quiet) as result:
-            if not result.success:
-                raise DeploymentError(f"detect {key} failed (run {result.run_id}): see `goodput ui` or the worker logs")
-            retries = len(instance.all_logs(result.run_id, of_type=dg.DagsterEventType.STEP_UP_FOR_RETRY))
+        retries = 0
+        if shards:   # every shard of the hour at once, then the hour
+            with ThreadPoolExecutor(len(shards)) as pool:
+                retries += sum(pool.map(execute, [per_shard] * len(shards), [run_tags(key, s.name) for s in shards]))
+        retries += execute(detect, {"dagster/partition": key})
         retried += retries
         say(f"  [{i:>2}/{len(keys)}] detect {key}  {time.monotonic() - started:4.1f}s on Celery"
+            + (f" ({len(shards)} shards, then the hour)" if shards else "")
             + (f"  ({retries} step retries)" if retries else ""))
     defs.resolve_job_def("fold_incidents").execute_in_process(instance=instance, run_config=quiet)
     return {"partitions": len(keys), "step_retries": retried}

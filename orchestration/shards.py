@@ -111,3 +111,9 @@ EVERY_SHARD_OF_THE_HOUR = dg.MultiToSingleDimensionPartitionMapping(partition_di
 SHARDED_SOURCE = "gpu_samples"   # the raw source whose records are per host
 SHARDED_ASSETS = ("gpu_samples", "gpu_baselines")   # partitioned by hour x shard when shards are configured
 ALL_SHARDS_ASSET = "gpu_baselines_all_shards"   # one hour partition after every shard's (assets/sharded.py)
+
+
+def run_tags(hour: str, shard: str) -> dict[str, str]:
+    """The tags of a run of one hour x shard partition (what a run request or a backfill gives it)."""
+    return {"dagster/partition": str(partition_key(hour, shard)), f"dagster/partition/{HOUR}": hour,
+            f"dagster/partition/{SHARD}": shard}

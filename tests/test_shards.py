@@ -14,17 +14,14 @@ import pytest
 from checks.registry import REGISTRY
 from orchestration import sensors_raw
 from orchestration.definitions import build_definitions, resources_for
-from orchestration.jobs import execute_detect
 from orchestration.partitions import hourly
 from orchestration.service_config import ServiceConfigError, load_service_settings
-from orchestration.shards import Shard, configured, file_owner, owner, partition_key
+from orchestration.shards import Shard, file_owner, owner, partition_key
 from orchestration.warehouse import warehouse_for
 from simulator import load_scenario, simulate
-from tests.helpers import REPO, memory_instance
+from tests.helpers import SHARDS, SHARDS_HOURS, TWO_SHARDS, detect_and_fold, memory_instance
 
-SCENARIO = REPO / "tests" / "fixtures" / "shards.yaml"   # 2 hosts x 4 GPUs, one run over both, a GPU fault on each
-HOURS = ("2026-11-30-00:00", "2026-11-30-01:00")
-TWO_SHARDS = 'shards:\n  - name: a\n    hosts: ["node-0"]\n  - name: b\n    hosts: ["node-1"]\n'
+HOURS = SHARDS_HOURS
 LOCAL = tuple(s.name for s in REGISTRY if s.host_local)   # the signals judged per shard
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 # Every table a detect run writes that the comparison reads, in a stable order.
@@ -46,34 +43,25 @@ def read(home: Path, query: str) -> list:
         return con.execute(f"SELECT * FROM ({query}) ORDER BY ALL").fetchall()
 
 
-def detect(home: Path, hours=HOURS, fold=True) -> None:
-    defs = build_definitions(home)
-    with memory_instance() as instance:
-        for key in hours:
-            assert all(r.success for r in execute_detect(defs, configured(home), key, instance, run_config=QUIET))
-        if fold:
-            assert defs.resolve_job_def("fold_incidents").execute_in_process(instance=instance, run_config=QUIET).success
-
-
 @pytest.fixture(scope="module")
-def homes(tmp_path_factory) -> dict:
+def sharded_homes(tmp_path_factory) -> dict:
     """The scenario detected hour by hour and folded, once unsharded ("plain") and once in two shards, one
     host each ("sharded"). Read-only: copy to write."""
     template = tmp_path_factory.mktemp("shards-raw")
-    simulate(load_scenario(SCENARIO), template)
+    simulate(load_scenario(SHARDS), template)
     out = {}
     for name, config in (("plain", None), ("sharded", TWO_SHARDS)):
         home = tmp_path_factory.mktemp(name) / "home"
         shutil.copytree(template, home)
         if config:
             (home / "service.yaml").write_text(config)
-        detect(home)
+        detect_and_fold(home, HOURS)
         out[name] = home
     return out
 
 
-def test_two_shards_find_exactly_what_one_hour_finds(homes):
-    plain, sharded = homes["plain"], homes["sharded"]
+def test_two_shards_find_exactly_what_one_hour_finds(sharded_homes):
+    plain, sharded = sharded_homes["plain"], sharded_homes["sharded"]
     found = read(plain, TABLES["incidents"])
     # the scenario's GPU faults on both hosts (per-shard checks), its idle GPU and straggler (hour-level checks)
     assert {(r[1], r[8]) for r in found} >= {("gpu_thermal_throttle", "node-0:1"), ("gpu_xid_error", "node-1:0"),
@@ -88,8 +76,8 @@ def test_two_shards_find_exactly_what_one_hour_finds(homes):
     assert {r[0] for r in read(sharded, "SELECT DISTINCT shard FROM shard_evaluations")} == {"a", "b"}
 
 
-def test_a_shard_rerun_changes_nothing_and_leaves_the_other_shard_alone(homes, tmp_path):
-    home = shutil.copytree(homes["sharded"], tmp_path / "home")
+def test_a_shard_rerun_changes_nothing_and_leaves_the_other_shard_alone(sharded_homes, tmp_path):
+    home = shutil.copytree(sharded_homes["sharded"], tmp_path / "home")
     before = {table: read(home, query) for table, query in TABLES.items() if table != "incidents"}
     # Mark every row of both shards; a re-run of shard a's hour 01 must restore a's and keep b's marks.
     with warehouse_for(home).connect() as con:
@@ -108,15 +96,15 @@ def test_a_shard_rerun_changes_nothing_and_leaves_the_other_shard_alone(homes, t
     }
     for table, query in marked.items():   # b's marks stay, a's rows were replaced
         assert read(home, query) == [("node-1",)], table
-    detect(home, hours=HOURS[1:], fold=False)   # and both shards and the hour again: every row as it was
+    detect_and_fold(home, HOURS[1:], fold=False)   # and both shards and the hour again: every row as it was
     for table, rows in before.items():
         assert read(home, TABLES[table]) == rows, table
 
 
-def test_a_file_of_every_host_is_split_between_the_shards(homes, tmp_path):
+def test_a_file_of_every_host_is_split_between_the_shards(sharded_homes, tmp_path):
     """One file holding every host's samples (a Prometheus pull) is read by both shards, each keeping its own
     hosts' lines; a bad line without a host is quarantined once, by the last shard."""
-    home = shutil.copytree(homes["sharded"], tmp_path / "home")
+    home = shutil.copytree(sharded_homes["sharded"], tmp_path / "home")
     folder = home / "raw/gpu_samples/2026-11-30/00"
     lines = [line for name in ("node-0.jsonl", "node-1.jsonl") for line in (folder / name).read_text().splitlines()]
     for name in ("node-0.jsonl", "node-1.jsonl"):
@@ -127,7 +115,7 @@ def test_a_file_of_every_host_is_split_between_the_shards(homes, tmp_path):
             assert build_definitions(home).resolve_job_def("detect_shard").execute_in_process(
                 partition_key=partition_key(HOURS[0], shard), instance=instance, run_config=QUIET).success
     rows = "SELECT * EXCLUDE (source_file, source_line) FROM gpu_samples"
-    assert read(home, rows) == read(homes["plain"], rows)
+    assert read(home, rows) == read(sharded_homes["plain"], rows)
     assert read(home, "SELECT source, reason FROM quarantine") == [("gpu_samples@b", "not valid JSON")]
     assert read(home, "SELECT source, rows_loaded FROM ingest_files WHERE file LIKE '%prometheus.jsonl'") == [
         ("gpu_samples@a", len(lines) // 2), ("gpu_samples@b", len(lines) // 2)]
@@ -136,9 +124,9 @@ def test_a_file_of_every_host_is_split_between_the_shards(homes, tmp_path):
 NOW = datetime(2026, 11, 30, 1, 59, tzinfo=timezone.utc)
 
 
-def test_sensor_asks_the_changed_shard_then_the_hour(homes, tmp_path, monkeypatch):
+def test_sensor_asks_the_changed_shard_then_the_hour(sharded_homes, tmp_path, monkeypatch):
     monkeypatch.setattr(sensors_raw, "utcnow", lambda: NOW)
-    home = shutil.copytree(homes["sharded"], tmp_path / "home")
+    home = shutil.copytree(sharded_homes["sharded"], tmp_path / "home")
     resources = resources_for(home)
 
     def tick(cursor):
