@@ -4,7 +4,10 @@ changes nothing and leaves the other shard's rows alone; the raw-zone sensor ask
 file changed, then the hour; the configuration's errors name the file; and the Python and SQL rule agree."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -19,7 +22,7 @@ from orchestration.service_config import ServiceConfigError, load_service_settin
 from orchestration.shards import Shard, file_owner, owner, partition_key
 from orchestration.warehouse import warehouse_for
 from simulator import load_scenario, simulate
-from tests.helpers import SHARDS, SHARDS_HOURS, TWO_SHARDS, detect_and_fold, memory_instance
+from tests.helpers import REPO, SHARDS, SHARDS_HOURS, TWO_SHARDS, detect_and_fold, memory_instance
 
 HOURS = SHARDS_HOURS
 LOCAL = tuple(s.name for s in REGISTRY if s.host_local)   # the signals judged per shard
@@ -163,6 +166,21 @@ def test_unsharded_home_keeps_one_detect_job_of_hours(small_home):
     assert isinstance(sharded.resolve_assets_def("gpu_baselines").partitions_def, dg.MultiPartitionsDefinition)
     assert {n.name for n in sharded.resolve_job_def("detect_shard").graph.node_defs} == {
         "gpu_samples", "gpu_baselines", "gpu_baselines_checks"}
+    graph = sharded.resolve_asset_graph()   # one check per signal still, every asset described and in the pool
+    assert {c.name for c in graph.asset_check_keys} == {c.name for c in defs.resolve_asset_graph().asset_check_keys}
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        assert node.description and node.pools == (set() if key.to_user_string() == "prometheus_pull" else {"warehouse"})
+
+
+def test_sharded_definitions_validate_with_dagster(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "service.yaml").write_text(TWO_SHARDS)
+    dagster = Path(sys.executable).with_name("dagster")
+    done = subprocess.run([str(dagster), "definitions", "validate", "-w", "workspace.yaml"], cwd=REPO, capture_output=True,
+                          text=True, env={**os.environ, "DAGSTER_HOME": str(tmp_path), "GOODPUT_HOME": str(home)})
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("config, says", [
