@@ -3,8 +3,9 @@
 `sharded_assets(shards)` builds, under the same asset keys, `gpu_samples` (each shard ingests the raw
 files of its hosts, and the files no host owns, keeping its hosts' lines) and `gpu_baselines` (each
 shard's `gpu_minutes`), partitioned by hour and shard (orchestration/shards.py), plus
-`gpu_baselines_all_shards`: one hour partition that follows every shard of its hour, on which the
-hour-level work that reads every GPU (the GPU checks that compare a GPU with its run's others) hangs.
+`gpu_baselines_all_shards`: one hour partition that follows every shard of its hour, sums the shards'
+evaluation marks into the hour's, and carries the hour-level work that reads every GPU (the GPU checks
+that compare a GPU with its run's others).
 orchestration/definitions.py puts them in place of the hourly `gpu_samples` and `gpu_baselines`; nothing
 here is loaded without shards.
 """
@@ -30,7 +31,7 @@ from orchestration.shards import (
     hour_by_shard,
     shard_of_run,
 )
-from orchestration.warehouse import POOL, WarehouseResource
+from orchestration.warehouse import POOL, WarehouseResource, transaction
 
 # gpu_minutes' trailing window reads the previous hour of the same shard's samples
 _PREVIOUS_HOUR_SAME_SHARD = dg.MultiPartitionMapping({
@@ -107,10 +108,13 @@ def all_shards_asset() -> dg.AssetsDefinition:
         pool=POOL,
     )
     def _all_shards(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
-        """The hour's `gpu_minutes` of every shard: it follows every shard's `gpu_baselines` of its hour, so
-        the checks on it (a GPU judged against its run's other GPUs, on any host) read them all. Writes nothing."""
-        with warehouse.connect() as con:
-            rows = sql.run(con, "shards/hour_rows", window_params(context.partition_time_window)).fetchone()[0]
+        """The hour's GPUs of every shard: it follows every shard's `gpu_baselines` of its hour, writes the hour's
+        evaluation marks of the per-GPU checks as the sum of the shards' (`shard_evaluations`: a shard writes
+        only its own, so that two shards committing at once never race on a shared row), and the checks on it (a
+        GPU judged against its run's other GPUs, on any host) read every shard's `gpu_minutes`."""
+        with warehouse.connect() as con, transaction(con):
+            rows = sql.run(con, "shards/sum_evaluations", {"start": window_params(context.partition_time_window)["start"]})
+            rows = rows.fetchone()[0]
         return dg.MaterializeResult(metadata={"gpu_minutes": rows})
 
     return _all_shards

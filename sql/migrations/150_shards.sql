@@ -7,8 +7,8 @@ CREATE MACRO shard_of(host, shards) AS
         patterns -> coalesce(list_bool_or(list_transform(patterns, p -> host GLOB p)), false)), true), len(shards));
 
 -- A shard's evaluation mark of a per-GPU signal on one hour: each shard judges its own GPUs, and the
--- hour's `evaluations` row (what the incident fold reads) is their sum (sql/shards/store_findings.sql),
--- the same row one unsharded evaluation writes.
+-- hour's `evaluations` row (what the incident fold reads) is their sum, the same row one unsharded
+-- evaluation writes, written once after every shard (sql/shards/sum_evaluations.sql).
 CREATE TABLE shard_evaluations (
     signal                        VARCHAR   NOT NULL,
     partition_start               TIMESTAMP NOT NULL,

@@ -1,7 +1,9 @@
 -- sql/detect/store_findings.sql for one shard's per-GPU signals: replace the findings, clearings and
 -- judgements of this shard's GPUs only (entity "host:index"; another shard's rows of the same hour and
--- signal stay), its evaluation mark (`shard_evaluations`), then the hour's `evaluations` row as the sum of
--- every shard's marks: the row one evaluation of all GPUs would write. Inside the caller's transaction.
+-- signal stay) and its own evaluation mark (`shard_evaluations`). Inside the caller's transaction. Only
+-- rows of this shard: two shards' steps commit at once on the lake, and a sum of every shard's marks written
+-- here would be a sum of what each saw; the hour's `evaluations` row and fold mark are written once, after
+-- every shard, by the hour's `gpu_baselines_all_shards` (sql/shards/sum_evaluations.sql).
 DELETE FROM findings WHERE partition_start = $start AND signal IN (SELECT signal FROM new_evaluations)
   AND shard_of(regexp_extract(entity_id, '^(.*):[0-9]+$', 1), $shards::VARCHAR[][]) = $shard;
 INSERT INTO findings BY NAME
@@ -22,13 +24,3 @@ INSERT INTO judgements BY NAME SELECT * FROM new_judgements;
 DELETE FROM shard_evaluations WHERE partition_start = $start AND shard = $shard_name
   AND signal IN (SELECT signal FROM new_evaluations);
 INSERT INTO shard_evaluations BY NAME SELECT *, $shard_name AS shard FROM new_evaluations;
-DELETE FROM evaluations WHERE partition_start = $start AND signal IN (SELECT signal FROM new_evaluations);
-INSERT INTO evaluations BY NAME
-SELECT signal, partition_start, max(evaluated_until) AS evaluated_until, sum(entities)::INTEGER AS entities,
-       sum(flagged)::INTEGER AS flagged, list_sort(flatten(list(entity_ids))) AS entity_ids,
-       list_sort(flatten(list(flagged_ids))) AS flagged_ids
-FROM shard_evaluations
-WHERE partition_start = $start AND signal IN (SELECT signal FROM new_evaluations)
-GROUP BY signal, partition_start;
-DELETE FROM fold_marks WHERE partition_start = $start AND signal IN (SELECT signal FROM new_evaluations);
-INSERT INTO fold_marks SELECT DISTINCT signal, $start FROM new_evaluations;

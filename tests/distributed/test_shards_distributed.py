@@ -1,5 +1,5 @@
 """Hour x shard partitions on the distributed stack (issue 21): tests/fixtures/shards.yaml (two hosts, a GPU
-fault on each) through `goodput demo --deployment distributed` with two shards, one host each, and two Celery
+fault on each) through `goodput demo --deployment distributed --shards 2` (one host each) and two Celery
 workers, against the same scenario detected embedded and unsharded.
 
 - The incidents are the same (ids, tiers, onsets, entities), and so are the findings and row counts.
@@ -18,6 +18,7 @@ import sys
 
 import psycopg2
 import pytest
+import yaml
 
 from orchestration.distributed import DAGSTER_DB, LAKE_DB
 from orchestration.warehouse import WarehouseResource
@@ -55,9 +56,8 @@ def shards_on_celery(tmp_path_factory, postgres, redis) -> dict:
     simulate(load_scenario(SHARDS), embedded)
     detect_and_fold(embedded, HOURS)
     home = tmp_path_factory.mktemp("distributed-shards")
-    (home / "service.yaml").write_text(TWO_SHARDS)
     done = subprocess.run([sys.executable, "-m", "orchestration.cli", "demo", "--home", str(home), "--scenario", str(SHARDS),
-                           "--hours", str(len(HOURS)), "--deployment", "distributed", "--postgres",
+                           "--hours", str(len(HOURS)), "--shards", "2", "--deployment", "distributed", "--postgres",
                            f"127.0.0.1:{postgres.port}", "--redis", redis.url],
                           capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -73,7 +73,8 @@ def shards_on_celery(tmp_path_factory, postgres, redis) -> dict:
         cur.execute(STEPS)
         steps = cur.fetchall()
     shutil.rmtree(home / "lake", ignore_errors=True)
-    return {"found": found, "expected": expected, "runs": runs, "steps": steps, "output": done.stdout}
+    return {"found": found, "expected": expected, "runs": runs, "steps": steps, "output": done.stdout,
+            "service": (home / "service.yaml").read_text()}
 
 
 def test_shards_on_celery_find_the_embedded_unsharded_incidents(shards_on_celery):
@@ -81,7 +82,9 @@ def test_shards_on_celery_find_the_embedded_unsharded_incidents(shards_on_celery
     assert shards_on_celery["found"] == shards_on_celery["expected"]
     detect_runs = [(job, partition) for job, partition, status in shards_on_celery["runs"] if job.startswith("detect")]
     assert sorted(detect_runs) == sorted([("detect", h) for h in HOURS]
-                                         + [("detect_shard", f"{h}|{s}") for h in HOURS for s in ("a", "b")])
+                                         + [("detect_shard", f"{h}|{s}") for h in HOURS for s in ("shard-1", "shard-2")])
+    assert yaml.safe_load(shards_on_celery["service"])["shards"] == yaml.safe_load(TWO_SHARDS.replace("- name: a", "- name: shard-1")
+                                                                                   .replace("- name: b", "- name: shard-2"))["shards"]
     assert {status for job, _, status in shards_on_celery["runs"] if job.startswith("detect")} == {"SUCCESS"}
     print(f"\nshard steps running at the same time: {overlap_seconds(shards_on_celery['steps']):.1f} s "
           f"over {len(shards_on_celery['steps']) // 2} shard steps")
