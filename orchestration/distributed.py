@@ -44,7 +44,7 @@ from urllib.parse import quote
 import yaml
 
 from orchestration.home import goodput_home
-from orchestration.warehouse import warehouse_for
+from orchestration.warehouse import POOL, warehouse_for
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = REPO_ROOT / "deploy"
@@ -179,8 +179,11 @@ def _execute(job, instance, tags: dict[str, str], quiet: dict) -> int:
 
     with dg.execute_job(job, instance=instance, tags=tags, run_config=quiet) as result:
         if not result.success:
+            failed = [e for e in result.all_events if e.event_type in (dg.DagsterEventType.STEP_FAILURE,
+                                                                        dg.DagsterEventType.RUN_FAILURE)]
+            why = " ".join(str(getattr(failed[0].event_specific_data, "error", None) or failed[0].message).split())[:500]
             raise DeploymentError(f"{job.job_name} {tags['dagster/partition']} failed (run {result.run_id}): "
-                                  "see `goodput ui` or the worker logs")
+                                  f"{why if failed else 'see `goodput ui` or the worker logs'}")
         return len(instance.all_logs(result.run_id, of_type=dg.DagsterEventType.STEP_UP_FOR_RETRY))
 
 
@@ -220,6 +223,11 @@ def run_hours(keys: list[str], say: Callable[[str], None], quiet: dict) -> dict:
     instance = open_instance()
     detect = _repository().get_reconstructable_job("detect")
     shards = configured(goodput_home())
+    if shards and POOL not in instance.event_log_storage.get_concurrency_keys():
+        # the pool's limit row, made once here: two runs starting at once both insert it, and on PostgreSQL the
+        # loser's transaction is aborted by the duplicate key and its run fails (dagster 1.13's
+        # initialize_concurrency_limit_to_default updates after a failed insert in one transaction)
+        instance.event_log_storage.initialize_concurrency_limit_to_default(POOL)
     orchestrators = (ProcessPoolExecutor(len(shards), mp_context=multiprocessing.get_context("spawn"))
                      if shards else contextlib.nullcontext())
     retried = 0

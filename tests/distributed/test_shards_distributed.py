@@ -86,5 +86,9 @@ def test_shards_on_celery_find_the_embedded_unsharded_incidents(shards_on_celery
     assert yaml.safe_load(shards_on_celery["service"])["shards"] == yaml.safe_load(TWO_SHARDS.replace("- name: a", "- name: shard-1")
                                                                                    .replace("- name: b", "- name: shard-2"))["shards"]
     assert {status for job, _, status in shards_on_celery["runs"] if job.startswith("detect")} == {"SUCCESS"}
-    print(f"\nshard steps running at the same time: {overlap_seconds(shards_on_celery['steps']):.1f} s "
-          f"over {len(shards_on_celery['steps']) // 2} shard steps")
+    steps = shards_on_celery["steps"]
+    busy = sum((b[3] - a[3]).total_seconds() for a in steps for b in steps
+               if a[:2] == b[:2] and a[2] == "STEP_START" and b[2] == "STEP_SUCCESS")
+    print(f"\nshard steps running at the same time: {overlap_seconds(steps):.1f} s of {busy:.1f} step-seconds "
+          f"({len(steps) // 2} shard steps)\n" + "\n".join(line for line in shards_on_celery["output"].splitlines()
+                                                        if "on Celery" in line))
