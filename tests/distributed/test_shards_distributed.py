@@ -56,6 +56,13 @@ def shards_on_celery(tmp_path_factory, postgres, redis) -> dict:
     simulate(load_scenario(SHARDS), embedded)
     detect_and_fold(embedded, HOURS)
     home = tmp_path_factory.mktemp("distributed-shards")
+    # the demo's databases have fixed names: another module's demo on this session's server left its own
+    con = psycopg2.connect(host="127.0.0.1", port=postgres.port, user=postgres.user, dbname="postgres")
+    con.autocommit = True
+    with con.cursor() as cur:
+        for name in (LAKE_DB, DAGSTER_DB):
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')   # our own constant names
+    con.close()
     done = subprocess.run([sys.executable, "-m", "orchestration.cli", "demo", "--home", str(home), "--scenario", str(SHARDS),
                            "--hours", str(len(HOURS)), "--shards", "2", "--deployment", "distributed", "--postgres",
                            f"127.0.0.1:{postgres.port}", "--redis", redis.url],
