@@ -101,7 +101,10 @@ def sharded_gpu_baselines(shards: tuple[Shard, ...]) -> dg.AssetsDefinition:
 def all_shards_asset() -> dg.AssetsDefinition:
     @dg.asset(
         name=ALL_SHARDS_ASSET,
-        deps=[dg.AssetDep("gpu_baselines", partition_mapping=EVERY_SHARD_OF_THE_HOUR)],
+        # the checks on it read the hour's run minutes (a run's power against its steps) and lineage (GPUs a
+        # run names): after those too, as the unsharded job's GPU check step happens to run
+        deps=[dg.AssetDep("gpu_baselines", partition_mapping=EVERY_SHARD_OF_THE_HOUR), "training_baselines",
+              "lineage_events"],
         partitions_def=hourly,
         group_name="baselines",
         kinds={"duckdb"},

@@ -1,7 +1,7 @@
 """Hour x shard partitions in process (docs/deploy.md, "Shards"): one scenario detected unsharded and split into
 shards, each in a fresh home, side by side: CPU-s and wall of each hour's runs, and whether the two found the same.
 
-    python bench/bench_shards.py [--scenario tests/fixtures/shards.yaml] [--shards 2] [--repeats 3]
+    python bench/bench_shards.py [--scenario tests/fixtures/shards.yaml] [--shards 2] [--repeats 3] [--hours N]
 
 Each repeat runs both layouts in this process (an in-memory Dagster instance, `execute_detect`: with shards, each
 shard's partition then the hour), alternating which goes first. Prints the medians, every repeat, and the
@@ -32,7 +32,9 @@ from simulator import load_scenario, simulate  # noqa: E402
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 COMPARED = ("SELECT incident_id, signal, tier, onset, entity_id FROM incidents ORDER BY ALL",
-            "SELECT * EXCLUDE (evidence) FROM findings ORDER BY ALL")
+            "SELECT * EXCLUDE (evidence), evidence::VARCHAR FROM findings ORDER BY ALL",
+            "SELECT * FROM evaluations ORDER BY ALL", "SELECT * FROM judgements ORDER BY ALL",
+            "SELECT * EXCLUDE (evidence), evidence::VARCHAR FROM clearings ORDER BY ALL")
 
 
 def detect(home: Path, keys: list[str]) -> tuple[float, float, list]:
@@ -53,9 +55,10 @@ def main() -> None:
     parser.add_argument("--scenario", default="tests/fixtures/shards.yaml")
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--hours", type=int, help="only the scenario's first HOURS hours")
     args = parser.parse_args()
     scenario = load_scenario(Path(args.scenario))
-    keys = hour_keys(scenario.start, scenario.end)
+    keys = hour_keys(scenario.start, scenario.end)[:args.hours]
     results: dict[str, list[tuple[float, float]]] = {"unsharded": [], f"{args.shards} shards": []}
     with tempfile.TemporaryDirectory() as tmp:
         template = Path(tmp) / "raw"
