@@ -10,6 +10,9 @@ whose inputs changed since the last computation, from the first minute ingest ma
 (`baseline_dirty`, sql/migrations/130_baseline_dirty.sql), with its lookback: a tick at minute 55
 costs what one at minute 5 does. Every other run (a backfill, a materialization from the UI, the
 demo) computes the whole hour. Both give the same rows (tests/test_baselines_incremental.py).
+
+With shards configured, `gpu_minutes` is computed per hour x shard (assets/sharded.py: the shard's hosts'
+rows, the whole hour every run); `run_minutes` and `rank_minutes` stay per hour.
 """
 
 from datetime import datetime, timedelta
@@ -21,6 +24,7 @@ import pandas as pd
 from orchestration import sql
 from orchestration.partitions import hourly, naive_utc
 from orchestration.raw_zone import VERSION_TAG
+from orchestration.shards import Shard
 from orchestration.warehouse import POOL, WarehouseResource, transaction
 
 
@@ -48,6 +52,27 @@ def series_params(start: datetime, end: datetime, window_minutes: int, first: da
     first = start if first is None else first
     read_from = start - timedelta(minutes=window_minutes) if first == start else first - timedelta(minutes=window_minutes + 1)
     return {"start": start, "end": end, "from": first, "read_from": read_from, "window_minutes": window_minutes}
+
+
+SHARD_ROWS = "/*@shard*/"
+SHARD_FILTER = "AND shard_of(host, $shards::VARCHAR[][]) = $shard"
+
+
+def replace_shard_series(con: duckdb.DuckDBPyConnection, name: str, shard: Shard, start: datetime, end: datetime,
+                         window_minutes: int) -> dict:
+    """Replace one shard's rows of the partition's series `name` (its `/*@shard*/` markers filled with the
+    shard's filter) for the whole hour, in one transaction. Each series is per host, so a shard's rows
+    are the ones the whole hour's computation gives."""
+    start, end = naive_utc(start), naive_utc(end)
+    params = {**series_params(start, end, window_minutes), **shard.params()}
+    text = sql.sql_text(f"baselines/{name}")
+    if SHARD_ROWS not in text:
+        raise RuntimeError(f"sql/baselines/{name}.sql has no {SHARD_ROWS} marker: it cannot run per shard")
+    with transaction(con):
+        for statement in sql.split_statements(text.replace(SHARD_ROWS, SHARD_FILTER)):
+            result = sql.execute_text(con, statement, params)
+        rows = result.fetchone()[0]
+    return {name: rows, "recomputed_from": str(start), "shard": shard.name}
 
 
 def replace_series(con: duckdb.DuckDBPyConnection, source: str, names: tuple[str, ...], start: datetime, end: datetime,

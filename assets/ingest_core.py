@@ -10,6 +10,9 @@ Two parses, one result: an hour whose lines are all good (the usual hour) goes t
 own strict `read_json` (sql/ingest/clean_*.sql, ~1.7x faster); the first line it cannot vouch for
 sends the whole hour, with nothing written, to the line-by-line parse (sql/ingest/parse.sql) that
 quarantines each bad line with its reason. tests/test_ingest.py holds both to the same tables.
+
+A shard's partition (orchestration/shards.py) parses its files line by line, keeps only its hosts' lines
+(sql/shards/keep_lines.sql) and replaces only its hosts' rows of the hour, with an ingest log of its own.
 """
 
 
@@ -29,6 +32,7 @@ from assets import ingest_ranges
 from orchestration import sql
 from orchestration.partitions import naive_utc
 from orchestration.raw_zone import read_lines
+from orchestration.shards import Shard
 from orchestration.warehouse import transaction
 
 
@@ -177,12 +181,13 @@ def _ingest_clean(con: duckdb.DuckDBPyConnection, table: str, fields: dict[str, 
 
 def ingest_partition(
     con: duckdb.DuckDBPyConnection, source: RawSource, files: list[Path], start: datetime, end: datetime,
-    fast: bool = True,
+    fast: bool = True, shard: Shard | None = None,
 ) -> dict:
     """Replace [start, end) of `source.table` from `files`, atomically. Returns counts and reasons.
 
     An hour whose lines are all good takes the fast path (DuckDB's `read_json`); any other hour, or
-    `fast=False`, is parsed line by line so that each bad line is quarantined with its reason."""
+    `fast=False`, is parsed line by line so that each bad line is quarantined with its reason.
+    With `shard`: that shard's hosts' lines and rows only (parsed line by line)."""
     start, end = naive_utc(start), naive_utc(end)
     stats = [f.stat() for f in files]
     file_stats = pd.DataFrame(
@@ -199,7 +204,8 @@ def ingest_partition(
         "shape": json.dumps(shape),
         "start": start,
         "end": end,
-        "source": source.folder,
+        "source": shard.log_source(source.folder) if shard else source.folder,
+        **(shard.params() if shard else {}),
         # the good lines' text is kept only for a table whose write statement stores it
         "keep_raw": bool(_READS_RAW.search(_CODE_COMMENT.sub("", sql.sql_text(f"ingest/{source.table}")))),
     }
@@ -208,7 +214,7 @@ def ingest_partition(
     # a compressed hour (.jsonl.zst) is read in Python too: read_text does not decompress
     in_duckdb = [str(f) for f in files if not _GLOB.search(str(f)) and not f.name.endswith(".zst")]
     by_python = [f for f in files if _GLOB.search(str(f)) or f.name.endswith(".zst")]
-    if fast and in_duckdb and not by_python and not params["keep_raw"]:
+    if fast and in_duckdb and not by_python and not params["keep_raw"] and shard is None:
         clean = _ingest_clean(con, source.table, fields, required, in_duckdb, file_stats, params)
         if clean is not None:
             return clean
@@ -220,8 +226,10 @@ def ingest_partition(
         not_utf8 = {f for (f,) in sql.run(con, "ingest/not_utf8", {"files": in_duckdb}).fetchall()}
         _parse(con, statement, params, [f for f in in_duckdb if f not in not_utf8],
                by_python + [Path(f) for f in in_duckdb if f in not_utf8])
+    if shard is not None:
+        sql.run(con, "shards/keep_lines", params)
     with transaction(con, file_stats=file_stats):
-        sql.run(con, f"ingest/{source.table}", params)
+        sql.run(con, f"shards/{source.table}" if shard else f"ingest/{source.table}", params)
         sql.run(con, "ingest/quarantine", params)
         loaded, quarantined = con.execute(
             "SELECT count(*) FILTER (WHERE reason IS NULL), count(*) FILTER (WHERE reason IS NOT NULL) FROM parsed"

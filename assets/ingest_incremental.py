@@ -38,6 +38,7 @@ from assets.ingest_core import _CODE_COMMENT, _GLOB, _READS_RAW, RawSource, inge
 from orchestration import sql
 from orchestration.partitions import naive_utc
 from orchestration.raw_zone import lines_frame
+from orchestration.shards import Shard
 from orchestration.warehouse import transaction
 
 TAIL = 4096
@@ -203,12 +204,13 @@ def still_there(files: list[Path]) -> list[Path]:
 
 
 def ingest_hour(con: duckdb.DuckDBPyConnection, source: RawSource, files: list[Path], start: datetime, end: datetime,
-                incremental: bool = True) -> dict:
+                incremental: bool = True, shard: Shard | None = None) -> dict:
     """Ingest one hour of one source: only what arrived since the last read when that is known,
-    else the whole hour (replaced) with its offsets recorded."""
+    else the whole hour (replaced) with its offsets recorded. A `shard`'s hour is read whole: the
+    appended-bytes path keeps no per-shard offsets yet."""
     start, end = naive_utc(start), naive_utc(end)
     files = still_there(files)
-    work = plan(con, source, files, start) if incremental else None
+    work = plan(con, source, files, start) if incremental and shard is None else None
     if work is not None:
         if not work:
             return {"files": 0, "rows_loaded": 0, "rows_quarantined": 0, "reasons": [], "parse": "nothing new",
@@ -218,11 +220,12 @@ def ingest_hour(con: duckdb.DuckDBPyConnection, source: RawSource, files: list[P
     before = [Work(p, 0, 0, (s := p.stat()).st_size, s.st_mtime_ns) for p in files]
     with transaction(con):   # the whole hour may change (rows deleted too): its baselines are dirty first
         mark_changed(con, source.table, start, end)
-    result = ingest_partition(con, source, files, start, end)
+    result = ingest_partition(con, source, files, start, end, shard=shard)
     plain = [w for w in before if not w.path.name.endswith(".zst") and not _GLOB.search(str(w.path))]
     offsets = offsets_frame(plain) if len(plain) == len(before) else offsets_frame([])
+    logged = shard.log_source(source.folder) if shard else source.folder
     with transaction(con, offsets=offsets):
-        sql.run(con, "ingest_append/offsets_replace", {"source": source.folder, "start": start, "whole": True})
+        sql.run(con, "ingest_append/offsets_replace", {"source": logged, "start": start, "whole": True})
     return {**result, "bytes_read": int(sum(w.size for w in before))}
 
 

@@ -8,6 +8,10 @@ transaction (one commit, not one per signal: ~1 CPU-s of a small hour's 3.5).
 The checks on one asset run as one step (a `multi_asset_check`, one warehouse connection): each
 signal is still its own check with its own evaluation in the UI, but a detect run has 7 check steps,
 not 39, and a step's fixed cost (events, a DuckDB open) was most of a quiet hour's run.
+
+With shards configured (orchestration/shards.py) a step of hour x shard partitions judges its signals on
+its shard's GPUs only and replaces only their rows (`shard`: sql/shards/frame.sql, store_findings.sql);
+checks/sharded.py lays the steps out.
 """
 
 import json
@@ -29,6 +33,7 @@ from checks.toolkit import figure
 from orchestration import sql
 from orchestration.board_links import BoardResource, report_link
 from orchestration.partitions import hourly, naive_utc
+from orchestration.shards import Shard, shard_of_run
 from orchestration.thresholds import ThresholdsResource
 from orchestration.warehouse import POOL, WarehouseLocked, WarehouseResource, transaction
 from orchestration.warehouse_retry import is_conflict
@@ -61,28 +66,36 @@ def evaluate_judged(
     return evaluation.frame, evaluation.findings, evaluation.judged
 
 
-def store(con: duckdb.DuckDBPyConnection, start: datetime, evaluations: list[Evaluation]) -> None:
+def store(con: duckdb.DuckDBPyConnection, start: datetime, evaluations: list[Evaluation], shard: Shard | None = None) -> None:
     """Replace the partition's findings, clearings, evaluation marks and judgements of every signal in
-    `evaluations` in one transaction: a check step's signals land together (one commit, not one each)."""
+    `evaluations` in one transaction: a check step's signals land together (one commit, not one each).
+    A `shard`'s step replaces its GPUs' rows only, and the hour's marks as the sum of every shard's."""
     if not evaluations:
         return
     rows = {name: stack([e.rows[name] for e in evaluations], list(evaluations[0].rows[name].columns))
             for name in evaluations[0].rows}
     with transaction(con, **rows):
-        sql.run(con, "detect/store_findings", {"start": naive_utc(start)})
+        if shard is None:
+            sql.run(con, "detect/store_findings", {"start": naive_utc(start)})
+        else:
+            sql.run(con, "shards/store_findings", {"start": naive_utc(start), "shard_name": shard.name, **shard.params()})
 
 
 def judge_signal(
     con: duckdb.DuckDBPyConnection, signal: Signal, start: datetime, end: datetime, thresholds: dict | None = None,
-    frames: dict | None = None,
+    frames: dict | None = None, shard: Shard | None = None,
 ) -> Evaluation:
-    """Run `signal` over [start, end): its findings, clearings, evaluation mark and judgements, not yet stored."""
+    """Run `signal` over [start, end): its findings, clearings, evaluation mark and judgements, not yet stored.
+    With `shard` (a `host_local` GPU signal), over that shard's GPUs only."""
     start, end = naive_utc(start), naive_utc(end)
     thresholds = dict(signal.thresholds) if thresholds is None else thresholds
-    frame = shared_read(con, signal.query, {"start": start, "end": end, **signal.query_params, **thresholds}, frames)
+    frame = shared_read(con, signal.query, {"start": start, "end": end, **signal.query_params, **thresholds}, frames,
+                        shard)
     # episodes still open when the partition begins go on by the fault's own evidence (checks/episodes.py)
     carried = sql.frame(con, "detect/open_episodes", {"signal": signal.name, "start": start,
                                                       "grace_minutes": episodes.GRACE_MINUTES})
+    if shard is not None:   # another shard's GPUs are that shard's to carry on or clear
+        carried = carried[owned_gpus(con, shard, carried["entity_id"])].reset_index(drop=True)
     ids = episodes.entity_ids(frame, signal.entity, signal.entity_column)
     findings = signal.detector(episodes.with_open_episodes(frame, ids, carried), thresholds)
     findings = episodes.carried_onsets(findings, carried)
@@ -116,25 +129,41 @@ def judge_signal(
     judged = judgement.judge(frame, signal.name, signal.entity, signal.entity_column, thresholds)
     if signal.entity == "gpu":   # GPUs expected this hour without a sample in it (checks/judgement_absent.py)
         absent = shared_read(con, "detect/absent_gpus", {"start": start, "end": end}, frames)
+        if shard is not None:
+            absent = absent[owned_gpus(con, shard, absent["gpu"])].reset_index(drop=True)
         judged = judgement_absent.with_absent_gpus(judged, absent, "gpu")
     judged = judged.assign(signal=signal.name, partition_start=start)
     return Evaluation(frame, findings, judged, {"new_findings": stored, "new_evaluations": marks, "new_clearings": cleared,
                                                 "new_judgements": judged[list(judgement.JUDGEMENT_COLUMNS)]})
 
 
-def shared_read(con: duckdb.DuckDBPyConnection, query: str, params: dict, frames: dict | None) -> pd.DataFrame:
+def shared_read(con: duckdb.DuckDBPyConnection, query: str, params: dict, frames: dict | None,
+                shard: Shard | None = None) -> pd.DataFrame:
     """`sql/<query>.sql`'s frame, read once per check step for every signal that binds it to the same values
     (`frames`, the step's reads so far; None reads it anyway): the hour's absent GPUs once for the GPU
     signals, the six checkpoint-audit signals one series frame, XID fatal and non-fatal another, the
     training-loss signals one per lookback they share. The checks do not write what they read, so a read
-    stays valid for the step; each signal gets its own copy."""
-    if frames is None:
-        return sql.frame(con, query, params)
+    stays valid for the step; each signal gets its own copy. With `shard`: its hosts' rows only."""
     values = sql.bound(query, params)
     key = (query, repr(values))   # `bound` names them in order
-    if key not in frames:
-        frames[key] = sql.frame(con, query, values)
-    return frames[key].copy()
+    if frames is not None and key in frames:
+        return frames[key].copy()
+    if shard is None:
+        frame = sql.frame(con, query, values)
+    else:
+        text = sql.sql_text("shards/frame").replace("/*@query*/", sql.fragment(query))
+        frame = sql.execute_text(con, text, {**values, **shard.params()}).df()
+    if frames is None:
+        return frame
+    frames[key] = frame
+    return frame.copy()
+
+
+def owned_gpus(con: duckdb.DuckDBPyConnection, shard: Shard, gpus: pd.Series) -> pd.Series:
+    """Which GPUs ("host:index") belong to `shard` (the `shard_of` macro's rule), as a mask of `gpus`."""
+    hosts = gpus.astype(str).map(lambda gpu: gpu.rpartition(":")[0])
+    owned = {h for (h,) in sql.run(con, "shards/owned", {"hosts": sorted(set(hosts)), **shard.params()}).fetchall()}
+    return hosts.isin(owned)
 
 
 def evaluate(
@@ -170,7 +199,7 @@ def allocated_run(con: duckdb.DuckDBPyConnection, gpu: str, at) -> str | None:
 
 def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, thresholds: dict,
                  home: Path | None = None, board_url: str | None = None,
-                 judged: pd.DataFrame | None = None) -> dg.AssetCheckResult:
+                 judged: pd.DataFrame | None = None, asset: str | None = None) -> dg.AssetCheckResult:
     """Pass/fail with the evidence: value, baseline, threshold, window, offending entities, and the
     report a finding's evidence names (`report_path`, relative to GOODPUT_HOME `home`) as a link:
     to the incident board that serves it (`board_url`), else to the file."""
@@ -207,7 +236,7 @@ def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, th
             metadata["report"] = dg.MetadataValue.path(str(path))
             metadata["report_link"] = dg.MetadataValue.md(f"[open the report]({path.as_uri() if path.is_absolute() else report})")
     return dg.AssetCheckResult(
-        asset_key=dg.AssetKey(signal.asset),
+        asset_key=dg.AssetKey(asset or signal.asset),
         check_name=signal.name,
         passed=findings.empty,
         severity=SEVERITY[signal.tier],
@@ -241,15 +270,18 @@ def _table(findings: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def build_checks(signals: list[Signal], name: str) -> dg.AssetChecksDefinition:
+def build_checks(signals: list[Signal], name: str, partitions_def: dg.PartitionsDefinition = hourly,
+                 asset: str | None = None, shards: tuple[Shard, ...] = ()) -> dg.AssetChecksDefinition:
     """One step evaluating `signals` (each its own check) on one connection, in registry order. A
-    signal whose evaluation raises does not stop the others: its error fails the step after them."""
+    signal whose evaluation raises does not stop the others: its error fails the step after them.
+    `asset`: the asset the checks are on, when not each signal's own; `shards`: the configured shards,
+    for a step partitioned by hour x shard (orchestration/shards.py)."""
     specs = [dg.AssetCheckSpec(
         signal.name,
-        asset=signal.asset,
+        asset=asset or signal.asset,
         description=f"[{signal.tier}, owner: {signal.owner}] {signal.description}",
         additional_deps=list(signal.inputs),
-        partitions_def=hourly,
+        partitions_def=partitions_def,
         blocking=False,
         metadata={"family": signal.family, "entity": signal.entity, "tier": signal.tier, "owner": signal.owner},
     ) for signal in signals]
@@ -260,6 +292,7 @@ def build_checks(signals: list[Signal], name: str) -> dg.AssetChecksDefinition:
         board: BoardResource,
     ):
         window = context.partition_time_window
+        shard = shard_of_run(context, shards)
         selected = {key.name for key in context.selected_asset_check_keys}
         home = Path(warehouse.path).resolve().parent
         errors = []
@@ -269,7 +302,7 @@ def build_checks(signals: list[Signal], name: str) -> dg.AssetChecksDefinition:
             for signal in (s for s in signals if s.name in selected):
                 try:
                     chosen = thresholds.for_signal(signal.name, signal.thresholds, CATALOGUE)  # checked once per version
-                    done.append((signal, chosen, judge_signal(con, signal, window.start, window.end, chosen, frames)))
+                    done.append((signal, chosen, judge_signal(con, signal, window.start, window.end, chosen, frames, shard)))
                 except WarehouseLocked:
                     raise
                 except Exception as error:   # the other signals still run; the step fails after them
@@ -278,9 +311,10 @@ def build_checks(signals: list[Signal], name: str) -> dg.AssetChecksDefinition:
                     context.log.error(f"{signal.name}: {type(error).__name__}: {error}")
                     errors.append((signal.name, error))
             # the signals read none of what they store: the step stores them together, then reports each
-            store(con, window.start, [evaluation for _, _, evaluation in done])
+            store(con, window.start, [evaluation for _, _, evaluation in done], shard)
         for signal, chosen, e in done:
-            yield check_result(signal, e.frame, e.findings, chosen, home=home, board_url=board.url, judged=e.judged)
+            yield check_result(signal, e.frame, e.findings, chosen, home=home, board_url=board.url, judged=e.judged,
+                               asset=asset)
         if errors:
             names = ", ".join(n for n, _ in errors)
             raise RuntimeError(f"{len(errors)} check(s) could not be evaluated: {names}") from errors[0][1]

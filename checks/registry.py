@@ -132,6 +132,9 @@ class Signal:
     # only that it was no longer flagged.
     clearing: Callable[[pd.DataFrame, pd.DataFrame], dict] | None = None
     direction: str = "above"            # DIRECTIONS: which side of `threshold` a finding's `value` is flagged on
+    # A GPU signal whose judgement of one GPU reads only that GPU's host's rows (no peers, no run): with
+    # shards configured it runs per hour x shard on each shard's GPUs (checks/sharded.py), else per hour.
+    host_local: bool = False
 
     def __post_init__(self):
         for value, allowed, what in (
@@ -140,6 +143,8 @@ class Signal:
         ):
             if value not in allowed:
                 raise ValueError(f"signal {self.name!r}: {what} {value!r} is not one of {', '.join(allowed)}")
+        if self.host_local and self.entity != "gpu":
+            raise ValueError(f"signal {self.name!r}: host_local needs entity 'gpu' (its entity id names the host)")
         object.__setattr__(self, "thresholds", MappingProxyType(dict(self.thresholds)))
         object.__setattr__(self, "query_params", MappingProxyType(dict(self.query_params)))
 

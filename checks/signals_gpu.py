@@ -10,6 +10,9 @@ from checks import detectors_gpu as d
 from checks.registry import REGISTRY, Signal
 
 _GPU = {"family": "gpu", "entity": "gpu", "owner": "platform", "asset": "gpu_baselines", "entity_column": "entity_id"}
+# Judged from each GPU's own rows alone: with shards configured, per hour x shard (checks/sharded.py).
+# Not gpu_idle_allocated (it compares a GPU with its run's other GPUs, on any host).
+_HOST_LOCAL = {**_GPU, "host_local": True}
 
 REGISTRY.register(Signal(
     name="gpu_xid_fatal",
@@ -24,7 +27,7 @@ REGISTRY.register(Signal(
     detector=d.gpu_xid_fatal,
     thresholds={"min_xid_increase": 1.0, "lookback_minutes": 60.0},
     fault_types=("xid_error",),
-    **_GPU,
+    **_HOST_LOCAL,
 ))
 
 REGISTRY.register(Signal(
@@ -40,7 +43,7 @@ REGISTRY.register(Signal(
     detector=d.gpu_xid_error,
     thresholds={"min_xid_increase": 1.0, "lookback_minutes": 60.0},
     fault_types=("xid_error",),
-    **_GPU,
+    **_HOST_LOCAL,
 ))
 
 REGISTRY.register(Signal(
@@ -56,7 +59,7 @@ REGISTRY.register(Signal(
     detector=d.gpu_ecc_error,
     thresholds={"min_uncorrected_increase": 1.0, "lookback_minutes": 60.0},
     fault_types=("ecc_error",),
-    **_GPU,
+    **_HOST_LOCAL,
 ))
 
 REGISTRY.register(Signal(
@@ -69,7 +72,7 @@ REGISTRY.register(Signal(
     detector=d.gpu_row_remap_failure,
     thresholds={"min_minutes": 1.0, "lookback_minutes": 30.0},
     fault_types=("row_remap_failure",),
-    **_GPU,
+    **_HOST_LOCAL,
 ))
 
 REGISTRY.register(Signal(
@@ -93,7 +96,7 @@ REGISTRY.register(Signal(
         "lookback_minutes": 30.0,
     },
     fault_types=("thermal_throttle",),
-    **_GPU,
+    **_HOST_LOCAL,
     clearing=c.clock_back,
 ))
 
@@ -117,7 +120,7 @@ REGISTRY.register(Signal(
         "lookback_minutes": 30.0,
     },
     fault_types=("power_throttle",),
-    **_GPU,
+    **_HOST_LOCAL,
     clearing=c.clock_back,
 ))
 

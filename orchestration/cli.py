@@ -86,19 +86,21 @@ def run_pipeline(home: Path, start, end, progress=_say, keys: list[str] | None =
 
     from orchestration.definitions import build_definitions, resources_for
     from orchestration.instance import open_instance
+    from orchestration.jobs import execute_detect
     from orchestration.partitions import hour_keys
     from orchestration.sensors import incident_alerts
+    from orchestration.shards import configured
 
     defs = build_definitions(home)
     instance = open_instance()   # a damaged instance database: one line
-    detect = defs.resolve_job_def("detect")
+    shards = configured(home)
     keys = sorted(keys) if keys else hour_keys(start, end)
     with Ticker(total=len(keys)) as ticker:  # on a terminal: a live line with the time left
         for i, key in enumerate(keys, 1):
             ticker.update(f"detect {key}")
             t0 = time.monotonic()
-            result = detect.execute_in_process(partition_key=key, instance=instance, run_config=QUIET)
-            failed = [c.check_name for c in result.get_asset_check_evaluations() if not c.passed]
+            runs = execute_detect(defs, shards, key, instance, run_config=QUIET)   # with shards: each shard, then the hour
+            failed = [c.check_name for result in runs for c in result.get_asset_check_evaluations() if not c.passed]
             ticker.step()
             line = (f"  [{i:>2}/{len(keys)}] detect {key}  {time.monotonic() - t0:4.1f}s"
                     + (f"  FAILED: {', '.join(failed)}" if failed else ""))
@@ -137,6 +139,21 @@ def _secs(value: float) -> str:
     return "-" if value != value else f"{value / 60:.1f} min"
 
 
+def _write_demo_shards(home: Path, host_names: tuple[str, ...], count: int) -> None:
+    """`goodput demo --shards N`: the scenario's hosts in N groups of neighbours, as `shards:` in service.yaml."""
+    import yaml
+
+    if not 1 <= count <= len(host_names):
+        raise CliError(f"--shards {count}: the scenario has {len(host_names)} host(s); pass 1 to {len(host_names)}")
+    size, extra = divmod(len(host_names), count)
+    groups, first = [], 0
+    for i in range(count):
+        groups.append(list(host_names[first:first + size + (i < extra)]))
+        first += len(groups[-1])
+    shards = [{"name": f"shard-{i}", "hosts": group} for i, group in enumerate(groups, start=1)]
+    (home / "service.yaml").write_text(yaml.safe_dump({"shards": shards}, sort_keys=False))
+
+
 def cmd_demo(args) -> int:
     from orchestration.home import goodput_home
     from orchestration.scoring import load_truth, opened_incidents, score
@@ -151,6 +168,9 @@ def cmd_demo(args) -> int:
         summary = simulate(scenario, home)
     _say(f"1/3 simulated {scenario.name}: {summary['files']} raw files, "
          + ", ".join(f"{n:,} {k}" for k, n in summary["rows"].items()) + f", {summary['faults']} injected fault(s)")
+    if args.shards:   # issue 21: each hour's per-host work in partitions of hour x shard (docs/deploy.md)
+        _write_demo_shards(home, scenario.cluster.host_names, args.shards)
+        _say(f"    {args.shards} shard(s) of hosts in {home / 'service.yaml'}")
     end = min(scenario.end, scenario.start + timedelta(hours=args.hours)) if args.hours else scenario.end
     if args.deployment == "distributed":   # issue 21: PostgreSQL, Redis, Celery workers (docs/deploy.md)
         from orchestration.commands.distributed import demo_distributed
@@ -224,6 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", help="GOODPUT_HOME for the demo (default: $GOODPUT_HOME or ./.goodput)")
     p.add_argument("--scenario", default=str(DEFAULT_SCENARIO), help="scenario file (default: the embedded one)")
     p.add_argument("--hours", type=int, help="process only the scenario's first HOURS hours")
+    p.add_argument("--shards", type=int, help="split the scenario's hosts into SHARDS host groups: each hour's per-host "
+                                              "work runs per hour and shard (docs/deploy.md, \"Shards\")")
     from orchestration.commands.distributed import add_demo_arguments
 
     add_demo_arguments(p)   # --deployment distributed and its services (issue 21)

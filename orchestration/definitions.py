@@ -6,13 +6,17 @@ import dagster as dg
 
 import assets
 import checks
+from assets.sharded import sharded_assets
+from checks.asset_checks import signal_checks
+from checks.sharded import sharded_checks
 from orchestration.board_links import BoardResource, board_url_from_env
 from orchestration.home import goodput_home, raw_root
-from orchestration.jobs import detect_job, incidents_job
+from orchestration.jobs import detect_job, incidents_job, sharded_jobs
 from orchestration.maintenance_schedule import maintenance_daily, maintenance_job
 from orchestration.raw_zone import RawZoneResource
 from orchestration.sensors_service import service_sensor
 from orchestration.service_config import load_service_settings
+from orchestration.shards import SHARDED_ASSETS, configured
 from orchestration.sinks import alerting_resource_for
 from orchestration.thresholds import ThresholdsResource
 from orchestration.warehouse import warehouse_for
@@ -35,13 +39,22 @@ def resources_for(home) -> dict:
 def build_definitions(home=None) -> dg.Definitions:
     home = home or goodput_home()
     resources = resources_for(home)
+    graph = dg.load_assets_from_package_module(assets)
+    checked = dg.load_asset_checks_from_package_module(checks)
+    detect = [detect_job]
+    shards = configured(home)
+    if shards:   # the per-host assets and checks per hour x shard (orchestration/shards.py)
+        graph = [a for a in graph if not set(a.keys) & {dg.AssetKey(k) for k in SHARDED_ASSETS}] + sharded_assets(shards)
+        by_signal = {key for step in signal_checks for key in step.check_keys}
+        checked = [c for c in checked if not set(c.check_keys) & by_signal] + sharded_checks(shards)
+        detect = sharded_jobs(shards)
     return dg.Definitions(
-        assets=dg.load_assets_from_package_module(assets),
-        asset_checks=dg.load_asset_checks_from_package_module(checks),
-        jobs=[detect_job, incidents_job, maintenance_job],
+        assets=graph,
+        asset_checks=checked,
+        jobs=[*detect, incidents_job, maintenance_job],
         schedules=[maintenance_daily],   # detection is event-driven: sensors_raw.raw_zone_detect
         # one sensor does the raw-zone, fold, alert and monitor work: one tick's fixed cost, not five (issue 15)
-        sensors=[service_sensor(resources, load_service_settings(home).raw_sensor.interval_seconds)],
+        sensors=[service_sensor(resources, load_service_settings(home).raw_sensor.interval_seconds, detect)],
         resources=resources,
     )
 

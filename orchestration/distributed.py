@@ -19,12 +19,15 @@ host and two worker machines. Its parts are the ones a multi-host deployment run
 
 This process is the run's orchestrator (as a run worker launched by the daemon would be): it executes
 each hour's `detect` run with the Celery executor, oldest first (an hour's baselines read the hours
-before it), then folds incidents in process.
+before it), then folds incidents in process. With `shards:` in the home's service.yaml, each hour's
+`detect_shard` runs go first, all at once (each orchestrated by a process of its own, their steps on
+whichever workers are free), then the hour's `detect` (orchestration/shards.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import shutil
 import signal
@@ -33,6 +36,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -40,7 +44,7 @@ from urllib.parse import quote
 import yaml
 
 from orchestration.home import goodput_home
-from orchestration.warehouse import warehouse_for
+from orchestration.warehouse import POOL, warehouse_for
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = REPO_ROOT / "deploy"
@@ -169,15 +173,46 @@ class Workers:
                 process.wait()
 
 
+def _execute(job, instance, tags: dict[str, str], quiet: dict) -> int:
+    """One run with its steps on Celery; its steps' retries (lake commit conflicts)."""
+    import dagster as dg
+
+    with dg.execute_job(job, instance=instance, tags=tags, run_config=quiet) as result:
+        if not result.success:
+            failed = [e for e in result.all_events if e.event_type in (dg.DagsterEventType.STEP_FAILURE,
+                                                                        dg.DagsterEventType.RUN_FAILURE)]
+            why = " ".join(str(getattr(failed[0].event_specific_data, "error", None) or failed[0].message).split())[:500]
+            raise DeploymentError(f"{job.job_name} {tags['dagster/partition']} failed (run {result.run_id}): "
+                                  f"{why if failed else 'see `goodput ui` or the worker logs'}")
+        return len(instance.all_logs(result.run_id, of_type=dg.DagsterEventType.STEP_UP_FOR_RETRY))
+
+
+def _repository():
+    from dagster._core.definitions.reconstruct import ReconstructableRepository
+
+    return ReconstructableRepository.for_module("orchestration.definitions", "defs", working_directory=str(REPO_ROOT))
+
+
+def _shard_run(hour: str, shard: str, quiet: dict) -> int:
+    """One hour x shard run, orchestrated in a process of its own (spawned, with the deployment's environment):
+    Dagster configures logging at each run's start, and two runs orchestrated by two threads of one process
+    deadlock on the logging locks."""
+    from orchestration.instance import open_instance
+    from orchestration.jobs import DETECT_SHARD
+    from orchestration.shards import run_tags
+
+    warnings.filterwarnings("ignore", message="Task name 'execute_plan' is already registered")
+    with open_instance() as instance:
+        return _execute(_repository().get_reconstructable_job(DETECT_SHARD), instance, run_tags(hour, shard), quiet)
+
+
 def run_hours(keys: list[str], say: Callable[[str], None], quiet: dict) -> dict:
     """Execute `detect` for each hour (steps on the Celery workers), then fold incidents. The environment
     (`deployment_env`) must be set before orchestration.jobs is first imported."""
     # imported here, not at the top: the executor is chosen when orchestration.jobs is first imported
-    import dagster as dg
-    from dagster._core.definitions.reconstruct import ReconstructableRepository
-
     from orchestration.definitions import defs
     from orchestration.instance import open_instance
+    from orchestration.shards import configured
 
     # dagster-celery registers its step task on the app once per submitted step: celery's warning about it is noise
     warnings.filterwarnings("ignore", message="Task name 'execute_plan' is already registered")
@@ -186,17 +221,26 @@ def run_hours(keys: list[str], say: Callable[[str], None], quiet: dict) -> dict:
     with warehouse_for(goodput_home()).connect():   # the lake's catalog created and migrated once, before the
         pass                                        # workers' first steps (two creating it at once collide)
     instance = open_instance()
-    repository = ReconstructableRepository.for_module("orchestration.definitions", "defs", working_directory=str(REPO_ROOT))
-    detect = repository.get_reconstructable_job("detect")
+    detect = _repository().get_reconstructable_job("detect")
+    shards = configured(goodput_home())
+    if shards and POOL not in instance.event_log_storage.get_concurrency_keys():
+        # the pool's limit row, made once here: two runs starting at once both insert it, and on PostgreSQL the
+        # loser's transaction is aborted by the duplicate key and its run fails (dagster 1.13's
+        # initialize_concurrency_limit_to_default updates after a failed insert in one transaction)
+        instance.event_log_storage.initialize_concurrency_limit_to_default(POOL)
+    orchestrators = (ProcessPoolExecutor(len(shards), mp_context=multiprocessing.get_context("spawn"))
+                     if shards else contextlib.nullcontext())
     retried = 0
-    for i, key in enumerate(sorted(keys), 1):
-        started = time.monotonic()
-        with dg.execute_job(detect, instance=instance, tags={"dagster/partition": key}, run_config=quiet) as result:
-            if not result.success:
-                raise DeploymentError(f"detect {key} failed (run {result.run_id}): see `goodput ui` or the worker logs")
-            retries = len(instance.all_logs(result.run_id, of_type=dg.DagsterEventType.STEP_UP_FOR_RETRY))
-        retried += retries
-        say(f"  [{i:>2}/{len(keys)}] detect {key}  {time.monotonic() - started:4.1f}s on Celery"
-            + (f"  ({retries} step retries)" if retries else ""))
+    with orchestrators as pool:
+        for i, key in enumerate(sorted(keys), 1):
+            started = time.monotonic()
+            retries = 0
+            if shards:   # every shard of the hour at once, then the hour
+                retries += sum(pool.map(_shard_run, [key] * len(shards), [s.name for s in shards], [quiet] * len(shards)))
+            retries += _execute(detect, instance, {"dagster/partition": key}, quiet)
+            retried += retries
+            say(f"  [{i:>2}/{len(keys)}] detect {key}  {time.monotonic() - started:4.1f}s on Celery"
+                + (f" ({len(shards)} shards at once, then the hour)" if shards else "")
+                + (f"  ({retries} step retries)" if retries else ""))
     defs.resolve_job_def("fold_incidents").execute_in_process(instance=instance, run_config=quiet)
     return {"partitions": len(keys), "step_retries": retried}

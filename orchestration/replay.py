@@ -134,8 +134,9 @@ def replay(staging: Path, home: Path, start, end, *, instance=None, latency: dic
             t0 = time.monotonic()
             failed = []
             for request in requests:
-                done = detect.execute_in_process(partition_key=request.partition_key, instance=instance,
-                                                 run_config=QUIET, tags=request.tags, raise_on_error=False)
+                job = defs.resolve_job_def(request.job_name) if request.job_name else detect   # with shards: detect_shard too
+                done = job.execute_in_process(partition_key=request.partition_key, instance=instance,
+                                              run_config=QUIET, tags=request.tags, raise_on_error=False)
                 if not done.success:
                     failed.append(request.partition_key)
             if requests:  # the run-status sensor folds incidents after each successful detect run

@@ -14,6 +14,9 @@ not requested (and its cursor not advanced), so its newer data is requested at t
 after that run ends, never beside it (the instance's run queue also limits `dagster/partition` to
 one, docs/service.md). Many hours at once (an import): oldest first, `max_hours_per_tick` per tick.
 An idle raw zone costs one listing of a few days' folders per tick and launches nothing.
+
+With shards configured, an hour's changed files are asked of the shards they belong to first, then of
+the hour (orchestration/sensors_shards.py).
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
-from orchestration import raw_watch, sql
+from orchestration import raw_watch, sensors_shards, sql
 from orchestration.jobs import detect_job
 from orchestration.partitions import HOUR_KEY, hourly
 from orchestration.raw_zone import VERSION_TAG, RawZoneResource
 from orchestration.service_config import load_service_settings
+from orchestration.shards import configured
 from orchestration.warehouse import WarehouseBusy, WarehouseMissing, WarehouseResource
 
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
@@ -67,8 +71,8 @@ def ingested_sizes(warehouse: WarehouseResource, keys: set[str]) -> dict[str, in
 
 
 def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: WarehouseResource | None,
-         in_flight: set[str], first_key: str) -> tuple[list[tuple[str, str, dict[str, int]]], dict, list[str]]:
-    """(requests [(partition key, data version, files)], the new cursor, notes) for one tick."""
+         in_flight: set[str], first_key: str) -> tuple[list[tuple[str, str, dict[str, int], list[str]]], dict, list[str]]:
+    """(requests [(partition key, data version, files, the files that changed)], the new cursor, notes) for one tick."""
     files: dict[str, int] = dict(cursor.get("files", {}))
     days_seen: dict[str, int] = dict(cursor.get("days", {}))
     full_due = now.timestamp() - cursor.get("full_at", 0) >= settings.full_scan_hours * 3600
@@ -103,8 +107,8 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
         if key in in_flight or len(requests) >= settings.max_hours_per_tick:
             deferred.add(key)
             continue
-        requests.append((key, raw_watch.version(hours[key]), hours[key]))
-    for _key, _version, hour_files in requests:
+        requests.append((key, raw_watch.version(hours[key]), hours[key], changed[key]))
+    for _key, _version, hour_files, _changed in requests:
         for relative, size in hour_files.items():
             files[relative] = size
             files.pop(raw_watch.plain_name(relative) if relative.endswith(".zst") else relative + ".zst", None)
@@ -127,11 +131,19 @@ def detect_requests(instance: dg.DagsterInstance | None, cursor: dict, warehouse
                     root: Path) -> tuple[list[dg.RunRequest], dict, list[str]]:
     """One look at the raw zone: (run requests, the new cursor, notes)."""
     settings = load_service_settings(root.parent).raw_sensor
-    requests, new_cursor, notes = plan(root, cursor, utcnow(), settings, warehouse, partitions_in_flight(instance),
-                                       hourly.start.strftime(HOUR_KEY))
-    return ([dg.RunRequest(partition_key=key, run_key=f"{key}@{data_version}", tags={VERSION_TAG: data_version},
-                           job_name=detect_job.name)
-             for key, data_version, _files in requests], new_cursor, notes)
+    shards = configured(root.parent)
+    if not shards:
+        requests, new_cursor, notes = plan(root, cursor, utcnow(), settings, warehouse, partitions_in_flight(instance),
+                                           hourly.start.strftime(HOUR_KEY))
+        return ([dg.RunRequest(partition_key=key, run_key=f"{key}@{data_version}", tags={VERSION_TAG: data_version},
+                               job_name=detect_job.name)
+                 for key, data_version, _files, _changed in requests], new_cursor, notes)
+    waiting = dict(cursor.get("after_shards", {}))   # hours whose `detect` waits for their shard runs
+    shard_busy = sensors_shards.shard_hours_in_flight(instance, IN_FLIGHT)
+    busy = partitions_in_flight(instance) | shard_busy | set(waiting)
+    planned, new_cursor, notes = plan(root, cursor, utcnow(), settings, warehouse, busy, hourly.start.strftime(HOUR_KEY))
+    requests, new_cursor["after_shards"] = sensors_shards.requests(planned, shards, waiting, shard_busy)
+    return requests, new_cursor, notes
 
 
 @dg.sensor(job=detect_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)

@@ -120,12 +120,13 @@ def redo_requests(state: dict, requested: set[str], in_flight: set[str]) -> list
     return out
 
 
-def service_sensor(resources: dict, interval_seconds: int = INTERVAL_S) -> dg.SensorDefinition:
+def service_sensor(resources: dict, interval_seconds: int = INTERVAL_S, detect_jobs: list | None = None) -> dg.SensorDefinition:
     """The home's `goodput_service` sensor, over its resources (orchestration/definitions.py), ticking every
-    `interval_seconds` (service.yaml `raw_sensor.interval_seconds`)."""
+    `interval_seconds` (service.yaml `raw_sensor.interval_seconds`); `detect_jobs`: the home's detect jobs
+    (with shards: `detect_shard` and `detect`, orchestration/jobs.py)."""
     warehouse, alerting, raw_root = resources["warehouse"], resources["alerting"], Path(resources["raw_zone"].root)
 
-    @dg.sensor(name=SENSOR_NAME, jobs=[detect_job, incidents_job], minimum_interval_seconds=interval_seconds,
+    @dg.sensor(name=SENSOR_NAME, jobs=[*(detect_jobs or [detect_job]), incidents_job], minimum_interval_seconds=interval_seconds,
                default_status=dg.DefaultSensorStatus.RUNNING)
     def goodput_service(context: dg.SensorEvaluationContext):
         """Detect each hour that received raw data, fold after each detect run, deliver incident alerts,

@@ -21,6 +21,11 @@
       snapshot_days: 7            # ducklake: the daily maintenance expires snapshots older than this
       threads: 2                  # DuckDB's threads per query (default: one per core; a busy host may want
                                   # fewer); GOODPUT_DUCKDB_THREADS in a process's environment decides over it
+    shards:                       # issue 21: host groups whose per-host work runs as partitions of its own
+      - name: rack-a              # (docs/deploy.md); default: none, every partition is one hour
+        hosts: ["node-0*", "node-1*"]   # host name patterns (`*`, `?`); a host belongs to the first
+      - name: rack-b              # shard that names it, a host no shard names to the last one
+        hosts: ["node-2*"]
 
 The catalog's password is never in this file: libpq reads $PGPASSWORD (or ~/.pgpass).
 A key that is not one of these is an error naming the file and the key.
@@ -29,10 +34,10 @@ A key that is not one of these is an error naming the file and the key.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class _Strict(BaseModel):
@@ -72,8 +77,23 @@ class WarehouseSettings(_Strict):
         return self
 
 
+class ShardSettings(_Strict):
+    """One host group: its per-host work (GPU samples, GPU minutes, per-GPU checks) is its own partition."""
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,40}$")   # a partition key: no `|` or `,`
+    # `*` and `?` only: the same rule in Python (orchestration/shards.py) and SQL (GLOB, migration 150)
+    hosts: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:*?-]+$")]] = Field(min_length=1)
+
+
+def _unique_names(shards: list[ShardSettings]) -> list[ShardSettings]:
+    names = [s.name for s in shards]
+    if len(set(names)) != len(names):
+        raise ValueError(f"shards: names must be unique, got {', '.join(names)}")
+    return shards
+
+
 class ServiceSettings(_Strict):
     warehouse: WarehouseSettings = WarehouseSettings()
+    shards: Annotated[list[ShardSettings], AfterValidator(_unique_names)] = []
     partitions: PartitionSettings = PartitionSettings()
     raw_sensor: RawSensorSettings = RawSensorSettings()
     retention: RetentionSettings = RetentionSettings()

@@ -145,7 +145,7 @@ def quality_first_hours(tmp_path_factory) -> dict:
 # `slow` (over ~20 s of CPU, measured with --durations=0 under `.ci/run`): every test that uses one of these
 # scenario-sized fixtures (whichever runs first builds it), and these tests by node id prefix.
 SLOW_FIXTURES = {"small_demo", "quality_first_hours", "faults_embedded", "inference", "processed", "folded", "serving_home",
-                 "shapes", "oncall", "ui", "embedded", "distributed"}
+                 "shapes", "oncall", "ui", "embedded", "distributed", "sharded_homes", "shards_on_celery"}
 SLOW_TESTS = (
     "tests/test_replay.py::test_replay_under_the_real_sensor", "tests/test_replay.py::test_replay_grows_checkpoints",
     "tests/test_end_to_end.py::test_small_scenario_yields", "tests/test_end_to_end.py::test_check_reports_evidence",

@@ -41,6 +41,11 @@ FAULTS = REPO / "simulator" / "scenarios" / "faults.yaml"
 # same home's next hours up to FAULTS_FOLD_HOURS (the findings tests/test_fold_incremental.py folds).
 FAULTS_DEMO_HOURS = 2    # a straggler, an idle GPU, loss plateaus, damaged checkpoints, drift, a latency regression
 FAULTS_FOLD_HOURS = 5    # and GPU, serving and promotion faults, a rank dropout (its peers hang): the fold's cases
+# Hour x shard partitions (tests/test_shards.py, tests/distributed/test_shards_distributed.py): 2 hosts x 4 GPUs
+# for 2 hours, one run over both hosts, a GPU fault on each; split in two shards, one host each.
+SHARDS = REPO / "tests" / "fixtures" / "shards.yaml"
+SHARDS_HOURS = ("2026-11-30-00:00", "2026-11-30-01:00")
+TWO_SHARDS = 'shards:\n  - name: a\n    hosts: ["node-0"]\n  - name: b\n    hosts: ["node-1"]\n'
 
 
 def memory_instance() -> dg.DagsterInstance:
@@ -61,6 +66,22 @@ def run_detect(home: Path, partition_key: str, instance) -> dg.ExecuteInProcessR
         partition_key=partition_key, instance=instance, raise_on_error=True)
     assert result.success
     return result
+
+
+def detect_and_fold(home: Path, hours, fold: bool = True) -> None:
+    """`hours` of `home` through its detect jobs in process, as `goodput demo` runs them (with shards: each
+    shard's partition, then the hour), then the incidents fold."""
+    from orchestration.definitions import build_definitions
+    from orchestration.jobs import execute_detect
+    from orchestration.shards import configured
+
+    quiet = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+    defs = build_definitions(home)
+    with memory_instance() as instance:
+        for key in hours:
+            assert all(r.success for r in execute_detect(defs, configured(home), key, instance, run_config=quiet))
+        if fold:
+            assert defs.resolve_job_def("fold_incidents").execute_in_process(instance=instance, run_config=quiet).success
 
 
 def run_ingest(home: Path, partition_key: str, instance, *more) -> dg.ExecuteInProcessResult:

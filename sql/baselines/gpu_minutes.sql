@@ -3,7 +3,8 @@
 -- run held it.
 -- [$from, $end): the whole hour, or from the first minute whose inputs changed (a live run); the rows
 -- are read from $read_from, the lookback of $from's trailing window (assets/baselines.py series_params).
-DELETE FROM gpu_minutes WHERE minute >= $from AND minute < $end;
+-- The shard markers are empty, or for a shard's partition its hosts' rows only (assets/baselines.py replace_shard_series).
+DELETE FROM gpu_minutes WHERE minute >= $from AND minute < $end /*@shard*/;
 INSERT INTO gpu_minutes BY NAME
 WITH per_minute AS (
     SELECT host, gpu_index,
@@ -28,7 +29,7 @@ WITH per_minute AS (
            bool_or(row_remap_pending) AS row_remap_pending,
            bool_or(row_remap_failure) AS row_remap_failure
     FROM gpu_samples
-    WHERE time >= $read_from AND time < $end
+    WHERE time >= $read_from AND time < $end /*@shard*/
     GROUP BY ALL
 )
 SELECT *,
@@ -41,4 +42,4 @@ WINDOW w AS (PARTITION BY host, gpu_index ORDER BY minute
              RANGE BETWEEN to_minutes($window_minutes) PRECEDING AND INTERVAL 1 MINUTE PRECEDING)
 QUALIFY minute >= $from
 ORDER BY host, gpu_index, minute;
-SELECT count(*) FROM gpu_minutes WHERE minute >= $start AND minute < $end;
+SELECT count(*) FROM gpu_minutes WHERE minute >= $start AND minute < $end /*@shard*/;

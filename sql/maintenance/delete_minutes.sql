@@ -18,6 +18,10 @@ WHERE f.partition_start < $minutes_before
 DELETE FROM evaluations
 WHERE partition_start < least($minutes_before,
                               coalesce((SELECT min(partition_start) FROM findings), $minutes_before) - INTERVAL 1 HOUR);
+-- a shard's marks (migration 150) go with the hour's mark they add up to
+DELETE FROM shard_evaluations s
+WHERE s.partition_start < $minutes_before
+  AND NOT EXISTS (SELECT 1 FROM evaluations e WHERE e.signal = s.signal AND e.partition_start = s.partition_start);
 DELETE FROM lineage_events WHERE time < $minutes_before;
 DELETE FROM checkpoint_audits WHERE partition_start < $minutes_before;
 DELETE FROM checkpoint_problems WHERE partition_start < $minutes_before;
