@@ -169,6 +169,7 @@ HEAVIEST_FIRST = (
     "tests/test_fold_incremental.py",                # 87
     "tests/distributed/test_distributed_stack.py",   # 114
     "tests/test_replay.py",                          # 84
+    "tests/distributed/test_shards_distributed.py",  # 156 (a Celery demo, mostly waiting)
     "tests/test_board_browser.py",                   # 71
     "tests/test_serving_signals.py",                 # 67
     "tests/test_drift.py",                           # 60
