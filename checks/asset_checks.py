@@ -69,7 +69,8 @@ def evaluate_judged(
 def store(con: duckdb.DuckDBPyConnection, start: datetime, evaluations: list[Evaluation], shard: Shard | None = None) -> None:
     """Replace the partition's findings, clearings, evaluation marks and judgements of every signal in
     `evaluations` in one transaction: a check step's signals land together (one commit, not one each).
-    A `shard`'s step replaces its GPUs' rows only, and the hour's marks as the sum of every shard's."""
+    A `shard`'s step replaces its GPUs' rows and its own marks only (the hour's marks are their sum, written
+    once after every shard: sql/shards/sum_evaluations.sql)."""
     if not evaluations:
         return
     rows = {name: stack([e.rows[name] for e in evaluations], list(evaluations[0].rows[name].columns))
@@ -79,6 +80,7 @@ def store(con: duckdb.DuckDBPyConnection, start: datetime, evaluations: list[Eva
             sql.run(con, "detect/store_findings", {"start": naive_utc(start)})
         else:
             sql.run(con, "shards/store_findings", {"start": naive_utc(start), "shard_name": shard.name, **shard.params()})
+        sql.run(con, "detect/insert_rows")
 
 
 def judge_signal(
