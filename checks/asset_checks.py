@@ -97,7 +97,7 @@ def judge_signal(
     carried = sql.frame(con, "detect/open_episodes", {"signal": signal.name, "start": start,
                                                       "grace_minutes": episodes.GRACE_MINUTES})
     if shard is not None:   # another shard's GPUs are that shard's to carry on or clear
-        carried = carried[owned_gpus(con, shard, carried["entity_id"])].reset_index(drop=True)
+        carried = carried[owned_gpus(shard, carried["entity_id"])].reset_index(drop=True)
     ids = episodes.entity_ids(frame, signal.entity, signal.entity_column)
     findings = signal.detector(episodes.with_open_episodes(frame, ids, carried), thresholds)
     findings = episodes.carried_onsets(findings, carried)
@@ -132,7 +132,7 @@ def judge_signal(
     if signal.entity == "gpu":   # GPUs expected this hour without a sample in it (checks/judgement_absent.py)
         absent = shared_read(con, "detect/absent_gpus", {"start": start, "end": end}, frames)
         if shard is not None:
-            absent = absent[owned_gpus(con, shard, absent["gpu"])].reset_index(drop=True)
+            absent = absent[owned_gpus(shard, absent["gpu"])].reset_index(drop=True)
         judged = judgement_absent.with_absent_gpus(judged, absent, "gpu")
     judged = judged.assign(signal=signal.name, partition_start=start)
     return Evaluation(frame, findings, judged, {"new_findings": stored, "new_evaluations": marks, "new_clearings": cleared,
@@ -161,11 +161,9 @@ def shared_read(con: duckdb.DuckDBPyConnection, query: str, params: dict, frames
     return frame.copy()
 
 
-def owned_gpus(con: duckdb.DuckDBPyConnection, shard: Shard, gpus: pd.Series) -> pd.Series:
-    """Which GPUs ("host:index") belong to `shard` (the `shard_of` macro's rule), as a mask of `gpus`."""
-    hosts = gpus.astype(str).map(lambda gpu: gpu.rpartition(":")[0])
-    owned = {h for (h,) in sql.run(con, "shards/owned", {"hosts": sorted(set(hosts)), **shard.params()}).fetchall()}
-    return hosts.isin(owned)
+def owned_gpus(shard: Shard, gpus: pd.Series) -> pd.Series:
+    """Which GPUs ("host:index") belong to `shard` (orchestration/shards.py, the `shard_of` macro's rule), as a mask."""
+    return gpus.astype(str).map(lambda gpu: shard.owns_host(gpu.rpartition(":")[0])).astype(bool)
 
 
 def evaluate(

@@ -32,7 +32,7 @@ import duckdb
 from orchestration import raw_watch, sensors_shards, sql
 from orchestration.jobs import detect_job
 from orchestration.partitions import HOUR_KEY, hourly
-from orchestration.raw_zone import VERSION_TAG, RawZoneResource
+from orchestration.raw_zone import VERSION_TAG, RawZoneResource  # noqa: F401  (VERSION_TAG: imported from here by tests)
 from orchestration.service_config import load_service_settings
 from orchestration.shards import configured
 from orchestration.warehouse import WarehouseBusy, WarehouseMissing, WarehouseResource
@@ -135,9 +135,8 @@ def detect_requests(instance: dg.DagsterInstance | None, cursor: dict, warehouse
     if not shards:
         requests, new_cursor, notes = plan(root, cursor, utcnow(), settings, warehouse, partitions_in_flight(instance),
                                            hourly.start.strftime(HOUR_KEY))
-        return ([dg.RunRequest(partition_key=key, run_key=f"{key}@{data_version}", tags={VERSION_TAG: data_version},
-                               job_name=detect_job.name)
-                 for key, data_version, _files, _changed in requests], new_cursor, notes)
+        return ([sensors_shards.detect_request(key, data_version) for key, data_version, _files, _changed in requests],
+                new_cursor, notes)
     waiting = dict(cursor.get("after_shards", {}))   # hours whose `detect` waits for their shard runs
     shard_busy = sensors_shards.shard_hours_in_flight(instance, IN_FLIGHT)
     busy = partitions_in_flight(instance) | shard_busy | set(waiting)

@@ -40,6 +40,12 @@ def shard_hours_in_flight(instance: dg.DagsterInstance | None, statuses: list) -
     return {r.dagster_run.tags.get(HOUR_TAG) for r in runs} - {None}
 
 
+def detect_request(hour: str, version: str) -> dg.RunRequest:
+    """The hour-level `detect` run of `hour`'s data `version` (run key `<hour>@<version>`), sharded or not."""
+    return dg.RunRequest(partition_key=hour, run_key=f"{hour}@{version}", tags={VERSION_TAG: version},
+                         job_name=detect_job.name)
+
+
 def requests(planned: list[tuple[str, str, dict, list[str]]], shards: tuple[Shard, ...], waiting: dict[str, str],
              shard_busy: set[str]) -> tuple[list[dg.RunRequest], dict[str, str]]:
     """(run requests, hours still waiting for their shards -> data version) for one tick: the `detect` runs
@@ -49,13 +55,11 @@ def requests(planned: list[tuple[str, str, dict, list[str]]], shards: tuple[Shar
         if hour in shard_busy:
             still[hour] = version
         else:
-            out.append(dg.RunRequest(partition_key=hour, run_key=f"{hour}@{version}", tags={VERSION_TAG: version},
-                                     job_name=detect_job.name))
+            out.append(detect_request(hour, version))
     for hour, version, _files, changed in planned:
         names = shards_to_run(changed, shards)
         if not names:
-            out.append(dg.RunRequest(partition_key=hour, run_key=f"{hour}@{version}", tags={VERSION_TAG: version},
-                                     job_name=detect_job.name))
+            out.append(detect_request(hour, version))
             continue
         out += [dg.RunRequest(partition_key=partition_key(hour, name), run_key=f"{hour}|{name}@{version}",
                               tags={VERSION_TAG: version}, job_name=DETECT_SHARD) for name in names]
