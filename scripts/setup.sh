@@ -12,11 +12,17 @@ command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 [ -x /usr/bin/chromium ] || need+=(chromium fonts-liberation)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+# apt-get runs in the background while the venv installs (both mostly wait on the network and the disk): on a
+# fresh machine the set-up takes the longer of the two, not their sum. Its output goes to a log, shown if it fails.
+apt_pid=""
+apt_log="$(mktemp)"
+trap 'rm -f "$apt_log"' EXIT
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "setup: installing Debian packages: ${need[*]}" >&2
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+        ( apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" ) \
+            >"$apt_log" 2>&1 &
+        apt_pid=$!
     else
         echo "setup: missing Debian packages ${need[*]}; install them with: sudo apt-get install ${need[*]} (their tests skip until then)" >&2
     fi
@@ -32,3 +38,8 @@ else
 fi
 # the project's own packages are installed editable (never compiled at install): compile them once here
 .venv/bin/python -m compileall -q -j 0 orchestration assets checks simulator sources board >/dev/null
+if [ -n "$apt_pid" ] && ! wait "$apt_pid"; then
+    cat "$apt_log" >&2
+    echo "setup: apt-get could not install ${need[*]} (its output is above); install them and run this again" >&2
+    exit 1
+fi
