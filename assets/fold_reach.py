@@ -14,10 +14,12 @@ re-triages the stored incidents whose ids or triage could change, and only those
   new members and that reach gives exactly the full fold's ids for them.
 - Triage (assets/triage.py classify) of a serving or quality incident reads: a GPU incident without
   a run on one of its hosts overlapping it, a capacity incident on its endpoint overlapping it, the
-  incidents of its signal on its endpoint of the version a promotion replaced, and the endpoint's
-  version history. `triage_reach` finds the stored ones a changed incident or a changed version
+  incidents of its signal on its endpoint of the version a promotion replaced (of which only the
+  last in the fold's order matters: whether there is one, and its id), and the endpoint's version
+  history. `triage_reach` finds the stored ones a changed incident or a changed version
   row can reach by those rules (a superset: re-triaging one that did not change gives the same
-  row), and `triage_context` every incident their rules can look at, in the full fold's order.
+  row), and `triage_context` every incident their rules can look at, in the full fold's order
+  (of a replaced version's, the one rule 2 names).
 
 Everything here reads `fold_incidents`, the per-incident index the fold keeps (before triage, which
 rewrites run_id), by SQL over the registered frames (sql/incidents_incremental/).
@@ -122,20 +124,41 @@ def triage_reach(con: duckdb.DuckDBPyConnection, changed: pd.DataFrame, versions
     return reach[~reach["incident_id"].isin(replaced)].drop_duplicates("incident_id").reset_index(drop=True)
 
 
-def triage_context(con: duckdb.DuckDBPyConnection, targets: pd.DataFrame, new: pd.DataFrame,
-                   replaced: set[str]) -> list[dict]:
-    """Every incident the triage of `targets` can look at (stored ones, less those `replaced`, and all
-    of `new`), before triage, in the full fold's order: groups by key, episodes in order."""
+def triage_context(con: duckdb.DuckDBPyConnection, targets: pd.DataFrame, new: pd.DataFrame, replaced: set[str],
+                   versions: pd.DataFrame | None, window: pd.Timedelta) -> list[dict]:
+    """The incidents the triage of `targets` (incident rows; `versions` and `window` as triage.apply
+    gets them) can look at (stored ones, less those `replaced`, and all of `new`), before triage, in
+    the full fold's order: groups by key, episodes in order. Of the incidents of a version a promotion
+    replaced (rule 2's `earlier`), only the stored one classify would name, not every incident of the
+    signal on the endpoint: the read follows the targets, not the history."""
     if targets.empty:
         return []
-    xs = pd.DataFrame({"hosts": targets["hosts"], "ep": [_endpoint(e, i) for e, i in zip(targets["endpoint"], targets["entity_id"])],
-                       "signal": targets["signal"], "lo": targets["onset"] - triage.SLACK, "hi": targets["last_seen"]})
-    stored = as_index(query(con, "triage_context", xs=xs))
-    stored = stored[~stored["incident_id"].isin(replaced | set(new["incident_id"]))]
+    index = as_index(targets)
+    xs = pd.DataFrame({"hosts": index["hosts"], "ep": [_endpoint(e, i) for e, i in zip(index["endpoint"], index["entity_id"])],
+                       "lo": index["onset"] - triage.SLACK, "hi": index["last_seen"]})
+    gone = replaced | set(new["incident_id"])
+    stored = as_index(query(con, "triage_context", span(xs), xs=xs, promotions=_promotions(targets, versions, window),
+                            gone=pd.DataFrame({"incident_id": sorted(gone)}, dtype=object)))
+    stored = stored[~stored["incident_id"].isin(gone)]
     rows = stack([stored, new], INDEX_COLUMNS).drop_duplicates("incident_id")
     records = rows.to_dict("records")
     records.sort(key=lambda r: (r["signal"], r["entity_type"], r["entity_id"], int(r["pos"])))
     return records
+
+
+def _promotions(targets: pd.DataFrame, versions: pd.DataFrame | None, window: pd.Timedelta) -> pd.DataFrame:
+    """Per target (rows as triage.apply classifies them) with a promotion within the window before it
+    (triage.promotion_before) that replaced a version: its signal and endpoint as classify reads them,
+    the replaced version (mv) and when it was promoted."""
+    rows = []
+    if versions is not None and not versions.empty:
+        for inc in targets.to_dict("records"):
+            promotion = triage.promotion_before(inc, versions, window)[2]
+            if promotion is not None and pd.notna(promotion["previous_version"]):
+                rows.append({"signal": inc["signal"], "ep": inc["endpoint"] or inc["entity_id"],
+                             "mv": str(promotion["previous_version"]), "promoted_at": pd.Timestamp(promotion["promoted_at"])})
+    out = pd.DataFrame(rows, columns=["signal", "ep", "mv", "promoted_at"])
+    return out.astype({"signal": "string", "ep": "string", "mv": "string", "promoted_at": "datetime64[ns]"})
 
 
 def _endpoint(endpoint, entity_id) -> str:
