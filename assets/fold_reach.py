@@ -126,19 +126,26 @@ def triage_reach(con: duckdb.DuckDBPyConnection, changed: pd.DataFrame, versions
 
 def triage_context(con: duckdb.DuckDBPyConnection, targets: pd.DataFrame, new: pd.DataFrame, replaced: set[str],
                    versions: pd.DataFrame | None, window: pd.Timedelta) -> list[dict]:
-    """The incidents the triage of `targets` (incident rows; `versions` and `window` as triage.apply
-    gets them) can look at (stored ones, less those `replaced`, and all of `new`), before triage, in
-    the full fold's order: groups by key, episodes in order. Of the incidents of a version a promotion
-    replaced (rule 2's `earlier`), only the stored one classify would name, not every incident of the
-    signal on the endpoint: the read follows the targets, not the history."""
+    """The incidents the triage of `targets` (index rows) can look at (stored ones, less those `replaced`,
+    and all of `new`), before triage, in the full fold's order: groups by key, episodes in order.
+    `versions` and `window` as triage.apply gets them. Of the incidents of a version a promotion
+    replaced (rule 2's `earlier`), only the one classify would name, per promotion that can be a
+    target's (sql/incidents_incremental/replaced_version.sql, read only when there is such a
+    promotion): the read follows the targets, not the endpoint's history."""
     if targets.empty:
         return []
-    index = as_index(targets)
-    xs = pd.DataFrame({"hosts": index["hosts"], "ep": [_endpoint(e, i) for e, i in zip(index["endpoint"], index["entity_id"])],
-                       "lo": index["onset"] - triage.SLACK, "hi": index["last_seen"]})
+    xs = pd.DataFrame({"hosts": targets["hosts"], "ep": [_endpoint(e, i) for e, i in zip(targets["endpoint"], targets["entity_id"])],
+                       "signal": targets["signal"], "lo": targets["onset"] - triage.SLACK, "hi": targets["last_seen"],
+                       # rule 2's promotion: within `window` before the data's onset (onset .. last_seen), or SLACK after
+                       "promoted_lo": targets["onset"] - window, "promoted_hi": targets["last_seen"] + triage.SLACK})
     gone = replaced | set(new["incident_id"])
-    stored = as_index(query(con, "triage_context", span(xs), xs=xs, promotions=_promotions(targets, versions, window),
-                            gone=pd.DataFrame({"incident_id": sorted(gone)}, dtype=object)))
+    stored = query(con, "triage_context", span(xs), xs=xs)
+    promotions = _promotions(versions, xs)
+    if not promotions.empty:
+        earlier = query(con, "replaced_version", xs=xs, promotions=promotions,
+                        gone=pd.DataFrame({"incident_id": sorted(gone)}, dtype=object))
+        stored = stack([stored, earlier], INDEX_COLUMNS)
+    stored = as_index(stored)
     stored = stored[~stored["incident_id"].isin(gone)]
     rows = stack([stored, new], INDEX_COLUMNS).drop_duplicates("incident_id")
     records = rows.to_dict("records")
@@ -146,19 +153,16 @@ def triage_context(con: duckdb.DuckDBPyConnection, targets: pd.DataFrame, new: p
     return records
 
 
-def _promotions(targets: pd.DataFrame, versions: pd.DataFrame | None, window: pd.Timedelta) -> pd.DataFrame:
-    """Per target (rows as triage.apply classifies them) with a promotion within the window before it
-    (triage.promotion_before) that replaced a version: its signal and endpoint as classify reads them,
-    the replaced version (mv) and when it was promoted."""
-    rows = []
-    if versions is not None and not versions.empty:
-        for inc in targets.to_dict("records"):
-            promotion = triage.promotion_before(inc, versions, window)[2]
-            if promotion is not None and pd.notna(promotion["previous_version"]):
-                rows.append({"signal": inc["signal"], "ep": inc["endpoint"] or inc["entity_id"],
-                             "mv": str(promotion["previous_version"]), "promoted_at": pd.Timestamp(promotion["promoted_at"])})
-    out = pd.DataFrame(rows, columns=["signal", "ep", "mv", "promoted_at"])
-    return out.astype({"signal": "string", "ep": "string", "mv": "string", "promoted_at": "datetime64[ns]"})
+def _promotions(versions: pd.DataFrame | None, xs: pd.DataFrame) -> pd.DataFrame:
+    """The promotions that replaced a version on an endpoint of `xs` within their span (endpoint,
+    previous_version, promoted_at): those rule 2 can pick for some target, and a few more."""
+    columns = {"endpoint": "string", "previous_version": "string", "promoted_at": "datetime64[ns]"}
+    if versions is None or versions.empty:
+        return pd.DataFrame(columns=list(columns)).astype(columns)
+    at = pd.to_datetime(versions["promoted_at"])
+    near = (at.notna() & versions["previous_version"].notna() & versions["endpoint"].isin(set(xs["ep"]))
+            & (at >= xs["promoted_lo"].min()) & (at <= xs["promoted_hi"].max()))
+    return versions.loc[near, list(columns)].astype(columns).reset_index(drop=True)
 
 
 def _endpoint(endpoint, entity_id) -> str:

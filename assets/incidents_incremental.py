@@ -90,15 +90,17 @@ def _starts(con, dirty: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         return as_index(pd.DataFrame()), pd.DataFrame(columns=[*KEY, "k", "since", "earlier"])
     read = query(con, "group_reach", dirty=dirty[[*KEY, *REACH]].astype({"e": "Int64"}))
     stored = as_index(read)
-    groups = {key: rows for key, rows in stored.assign(k=read["k"].to_numpy()).groupby(KEY, sort=False)}
-    out = []
-    for key in map(tuple, dirty[KEY].to_numpy()):
-        rows = groups.get(key)
-        k = 0 if rows is None else int(rows["k"].iloc[0])
-        since = rows.loc[rows["pos"] == k, "opened"].iloc[0] if k else pd.NaT   # from the first episode: every finding
-        earlier = [] if rows is None else [(set(m), int(e), i) for m, e, i, p in
-                                           zip(rows["members"], rows["episode"], rows["incident_id"], rows["pos"]) if p < k]
-        out.append({**dict(zip(KEY, key)), "k": k, "since": since, "earlier": earlier})
+    groups: dict = {}
+    for key, k, pos, opened, members, episode, incident in zip(
+            zip(*(read[c] for c in KEY)), read["k"], read["pos"], read["opened"], stored["members"], read["episode"],
+            read["incident_id"]):
+        group = groups.setdefault(key, {"k": int(k), "since": pd.NaT, "earlier": []})
+        if pos < k:
+            group["earlier"].append((set(members), int(episode), incident))
+        elif pos == k and k:   # from the first episode: every finding, even earlier ones
+            group["since"] = opened
+    empty = {"k": 0, "since": pd.NaT, "earlier": []}
+    out = [{**dict(zip(KEY, key)), **groups.get(key, empty)} for key in zip(*(dirty[c] for c in KEY))]
     return stored, pd.DataFrame(out, columns=[*KEY, "k", "since", "earlier"])
 
 
@@ -282,7 +284,7 @@ def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
     pre["correlation_id"] = pre["incident_id"].map(correlation_ids).fillna(
         pre["incident_id"].map(dict(zip(retriage["incident_id"], retriage["correlation_id"]))))
     targets = stack([fresh[family], pre], list(full.INCIDENT_COLUMNS))
-    context = fold_reach.triage_context(con, targets, new, replaced, versions,
+    context = fold_reach.triage_context(con, as_index(targets), new, replaced, versions,
                                         pd.Timedelta(seconds=triage_window_seconds))
     triaged = triage.apply(targets, versions, triage_window_seconds, context=context) if not targets.empty else targets
     recorrelated = reach[~reach["incident_id"].isin(set(retriage["incident_id"]))]

@@ -99,13 +99,16 @@ def classify(inc: dict, incidents: list[dict], versions: pd.DataFrame, window: p
                     and _overlaps(other, inc)):
                 return "infrastructure", (f"capacity incident {other['incident_id']} ({other['signal']}) on {endpoint} "
                                           f"overlaps it: the requests wait in the serving layer")
-    onset, moved, promotion = promotion_before(inc, versions, window)
+    onset, moved = data_onset(inc, versions, endpoint)
+    promotion = last_promotion(versions, endpoint, onset, window)
     if promotion is not None:
         before = pd.Timestamp(onset) - pd.Timestamp(promotion["promoted_at"])
         when = (f"{endpoint} was promoted to {promotion['model_version']} at {promotion['promoted_at']}, "
                 f"{_minutes(before)} before the onset" + (f" ({moved})" if moved else ""))
         previous = _text(promotion["previous_version"])
-        earlier = [o for o in incidents if replaced_version_had(o, inc, promotion)]
+        earlier = [o for o in incidents
+                   if previous is not None and o["signal"] == inc["signal"] and o["model_version"] == previous
+                   and (o["endpoint"] or o["entity_id"]) == endpoint and o["onset"] < promotion["promoted_at"]]
         if earlier:
             return "undetermined", (f"{when}, but the version it replaced ({previous}) already had {inc['signal']} "
                                     f"incident {earlier[-1]['incident_id']}: the problem predates the promotion")
@@ -117,23 +120,6 @@ def classify(inc: dict, incidents: list[dict], versions: pd.DataFrame, window: p
     since = f" (serving since {serving['served_from']})" if serving is not None else ""
     return "drift_on_stable_version", (f"no promotion of {endpoint} within {_minutes(window)} before the onset; "
                                        f"{inc['model_version'] or 'its version'}{since} did not change, what it serves did")
-
-
-def promotion_before(inc: dict, versions: pd.DataFrame, window: pd.Timedelta):
-    """(the onset of the incident's data, why it moved or None, the endpoint's last promotion within
-    `window` before it or None): what rule 2 reads of the version history."""
-    endpoint = inc["endpoint"] or inc["entity_id"]
-    onset, moved = data_onset(inc, versions, endpoint)
-    return onset, moved, last_promotion(versions, endpoint, onset, window)
-
-
-def replaced_version_had(other: dict, inc: dict, promotion) -> bool:
-    """Whether `other` is an incident of `inc`'s signal on its endpoint, of the version `promotion`
-    replaced, that began before the promotion (rule 2's undetermined: the problem predates it)."""
-    previous = _text(promotion["previous_version"])
-    return (previous is not None and other["signal"] == inc["signal"] and other["model_version"] == previous
-            and (other["endpoint"] or other["entity_id"]) == (inc["endpoint"] or inc["entity_id"])
-            and other["onset"] < promotion["promoted_at"])
 
 
 def data_onset(inc: dict, versions: pd.DataFrame, endpoint: str) -> tuple[pd.Timestamp, str | None]:
