@@ -14,10 +14,12 @@ re-triages the stored incidents whose ids or triage could change, and only those
   new members and that reach gives exactly the full fold's ids for them.
 - Triage (assets/triage.py classify) of a serving or quality incident reads: a GPU incident without
   a run on one of its hosts overlapping it, a capacity incident on its endpoint overlapping it, the
-  incidents of its signal on its endpoint of the version a promotion replaced, and the endpoint's
-  version history. `triage_reach` finds the stored ones a changed incident or a changed version
+  incidents of its signal on its endpoint of the version a promotion replaced (of which only the
+  last in the fold's order matters: whether there is one, and its id), and the endpoint's version
+  history. `triage_reach` finds the stored ones a changed incident or a changed version
   row can reach by those rules (a superset: re-triaging one that did not change gives the same
-  row), and `triage_context` every incident their rules can look at, in the full fold's order.
+  row), and `triage_context` every incident their rules can look at, in the full fold's order
+  (of a replaced version's, the one rule 2 names).
 
 Everything here reads `fold_incidents`, the per-incident index the fold keeps (before triage, which
 rewrites run_id), by SQL over the registered frames (sql/incidents_incremental/).
@@ -122,20 +124,45 @@ def triage_reach(con: duckdb.DuckDBPyConnection, changed: pd.DataFrame, versions
     return reach[~reach["incident_id"].isin(replaced)].drop_duplicates("incident_id").reset_index(drop=True)
 
 
-def triage_context(con: duckdb.DuckDBPyConnection, targets: pd.DataFrame, new: pd.DataFrame,
-                   replaced: set[str]) -> list[dict]:
-    """Every incident the triage of `targets` can look at (stored ones, less those `replaced`, and all
-    of `new`), before triage, in the full fold's order: groups by key, episodes in order."""
+def triage_context(con: duckdb.DuckDBPyConnection, targets: pd.DataFrame, new: pd.DataFrame, replaced: set[str],
+                   versions: pd.DataFrame | None, window: pd.Timedelta) -> list[dict]:
+    """The incidents the triage of `targets` (index rows) can look at (stored ones, less those `replaced`,
+    and all of `new`), before triage, in the full fold's order: groups by key, episodes in order.
+    `versions` and `window` as triage.apply gets them. Of the incidents of a version a promotion
+    replaced (rule 2's `earlier`), only the one classify would name, per promotion that can be a
+    target's (sql/incidents_incremental/replaced_version.sql, read only when there is such a
+    promotion): the read follows the targets, not the endpoint's history."""
     if targets.empty:
         return []
     xs = pd.DataFrame({"hosts": targets["hosts"], "ep": [_endpoint(e, i) for e, i in zip(targets["endpoint"], targets["entity_id"])],
-                       "signal": targets["signal"], "lo": targets["onset"] - triage.SLACK, "hi": targets["last_seen"]})
-    stored = as_index(query(con, "triage_context", xs=xs))
-    stored = stored[~stored["incident_id"].isin(replaced | set(new["incident_id"]))]
+                       "signal": targets["signal"], "lo": targets["onset"] - triage.SLACK, "hi": targets["last_seen"],
+                       # rule 2's promotion: within `window` before the data's onset (onset .. last_seen), or SLACK after
+                       "promoted_lo": targets["onset"] - window, "promoted_hi": targets["last_seen"] + triage.SLACK})
+    gone = replaced | set(new["incident_id"])
+    stored = query(con, "triage_context", span(xs), xs=xs)
+    promotions = _promotions(versions, xs)
+    if not promotions.empty:
+        earlier = query(con, "replaced_version", xs=xs, promotions=promotions,
+                        gone=pd.DataFrame({"incident_id": sorted(gone)}, dtype=object))
+        stored = stack([stored, earlier], INDEX_COLUMNS)
+    stored = as_index(stored)
+    stored = stored[~stored["incident_id"].isin(gone)]
     rows = stack([stored, new], INDEX_COLUMNS).drop_duplicates("incident_id")
     records = rows.to_dict("records")
     records.sort(key=lambda r: (r["signal"], r["entity_type"], r["entity_id"], int(r["pos"])))
     return records
+
+
+def _promotions(versions: pd.DataFrame | None, xs: pd.DataFrame) -> pd.DataFrame:
+    """The promotions that replaced a version on an endpoint of `xs` within their span (endpoint,
+    previous_version, promoted_at): those rule 2 can pick for some target, and a few more."""
+    columns = {"endpoint": "string", "previous_version": "string", "promoted_at": "datetime64[ns]"}
+    if versions is None or versions.empty:
+        return pd.DataFrame(columns=list(columns)).astype(columns)
+    at = pd.to_datetime(versions["promoted_at"])
+    near = (at.notna() & versions["previous_version"].notna() & versions["endpoint"].isin(set(xs["ep"]))
+            & (at >= xs["promoted_lo"].min()) & (at <= xs["promoted_hi"].max()))
+    return versions.loc[near, list(columns)].astype(columns).reset_index(drop=True)
 
 
 def _endpoint(endpoint, entity_id) -> str:

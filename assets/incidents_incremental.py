@@ -16,7 +16,8 @@ in one transaction:
    before its onset; only the runs whose lineage or audits differ are compared).
 2. Each such group is folded again from the first episode a change can reach (`_starts`), reading
    only its findings from there on, the clearings they can take and the evaluation marks near them;
-   the earlier episodes stay as stored (`fold_incidents`), their numbers and members carried in.
+   the earlier episodes stay as stored (`fold_incidents`), and only each member's latest one is read
+   (the episode a new one can reopen), so a group's long history is not read at every refold.
 3. Only the incidents whose rows changed go on: correlation and triage over those and the stored
    incidents they can reach (assets/fold_reach.py says why that is exact).
 4. Storage: the incidents and transitions of those ids are deleted and inserted, not the tables replaced.
@@ -75,38 +76,32 @@ def _findings_sql(name: str) -> str:
     return sql.sql_text(f"incidents_incremental/{name}").replace("/*@findings*/", head + saved + tail)
 
 
-def _starts(before: pd.DataFrame, dirty: pd.DataFrame) -> pd.DataFrame:
-    """Per refolded group, the first stored episode (`k`) a change can reach, and what the fold from
-    there needs: `since` (that episode's first detection: the findings read) and `earlier` (the
-    episodes before it). A changed finding (earliest detection `d`) can only join the episode
-    running at `d` or start a later one; a changed clearing (earliest `c`) only changes the incidents
-    whose clearing was none or at or after `c`; a changed evaluation mark only the incidents from
-    `pos` on; and every episode after a refolded one is refolded too (episode numbers chain)."""
-    stored = {key: rows.sort_values("pos") for key, rows in before.groupby(KEY, sort=False)}
-    out = []
-    for r in dirty.itertuples(index=False):
-        key = (r.signal, r.entity_type, r.entity_id)
-        rows = stored.get(key)
-        n = 0 if rows is None else len(rows)
-        k = n
-        if n:
-            opened, cleared = rows["opened"].to_numpy(), rows["cleared_at"]
-            if pd.notna(r.d):
-                k = min(k, max(int(np.searchsorted(opened, np.datetime64(pd.Timestamp(r.d)), side="left")) - 1, 0))
-            if pd.notna(r.c):
-                reached = np.flatnonzero((cleared.isna() | (cleared >= pd.Timestamp(r.c))).to_numpy())
-                k = min(k, int(reached[0]) if len(reached) else n)
-            if pd.notna(r.e):
-                k = min(k, int(r.e))
-            k = min(k, n - 1)
-            last = rows["last_detected"].to_numpy()
-            while k > 0 and last[k - 1] >= opened[k]:   # the episode before ends where this one opens: read both
-                k -= 1
-        since = rows["opened"].iloc[k] if k else pd.NaT   # from the first episode: every finding, even earlier ones
-        earlier = [(set(m), int(e), i) for m, e, i in zip(rows["members"].iloc[:k], rows["episode"].iloc[:k],
-                                                           rows["incident_id"].iloc[:k])] if n else []
-        out.append({**dict(zip(KEY, key)), "k": k, "since": since, "earlier": earlier})
-    return pd.DataFrame(out, columns=[*KEY, "k", "since", "earlier"])
+def _starts(con, dirty: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the stored incidents a refold of the `dirty` groups reads, per group the first stored episode a
+    change can reach, `k`, and what the fold from there needs: `since` (that episode's first detection:
+    the findings read) and `earlier` (the episodes before it that fold_group can reopen)). A changed
+    finding (earliest detection `d`) can only join the episode running at `d` or start a later one; a
+    changed clearing (earliest `c`) only changes the incidents whose clearing was none or at or after
+    `c`; a changed evaluation mark only the incidents from `pos` (`e`) on; and every episode after a
+    refolded one is refolded too (episode numbers chain). sql/incidents_incremental/group_reach.sql
+    finds k and reads the episodes from k on and, before k, only the latest episode of each member: a
+    group's older history stays in the table."""
+    if dirty.empty:
+        return as_index(pd.DataFrame()), pd.DataFrame(columns=[*KEY, "k", "since", "earlier"])
+    read = query(con, "group_reach", dirty=dirty[[*KEY, *REACH]].astype({"e": "Int64"}))
+    stored = as_index(read)
+    groups: dict = {}
+    for key, k, pos, opened, members, episode, incident in zip(
+            zip(*(read[c] for c in KEY)), read["k"], read["pos"], read["opened"], stored["members"], read["episode"],
+            read["incident_id"]):
+        group = groups.setdefault(key, {"k": int(k), "since": pd.NaT, "earlier": []})
+        if pos < k:
+            group["earlier"].append((set(members), int(episode), incident))
+        elif pos == k and k:   # from the first episode: every finding, even earlier ones
+            group["since"] = opened
+    empty = {"k": 0, "since": pd.NaT, "earlier": []}
+    out = [{**dict(zip(KEY, key)), **groups.get(key, empty)} for key in zip(*(dirty[c] for c in KEY))]
+    return stored, pd.DataFrame(out, columns=[*KEY, "k", "since", "earlier"])
 
 
 def _group_keys(frame: pd.DataFrame) -> list[tuple]:
@@ -267,8 +262,7 @@ def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
     was = con.execute("SELECT endpoint, model_version, digest FROM fold_versions").df()
     versions_changed = changes.changed(versions_now, was, ["endpoint", "model_version", "digest"])
     # 1. the groups that changed, folded again from the first episode a change can reach
-    stored = as_index(query(con, "group_incidents", dirty_groups=dirty[KEY])) if not dirty.empty else as_index(pd.DataFrame())
-    starts = _starts(stored, dirty)
+    stored, starts = _starts(con, dirty)
     findings, clearings, incidents, transitions = _fold_groups(con, starts, seen, lifecycle, horizon)
     after = _index(incidents, transitions, findings, clearings, starts)
     first = dict(zip(map(tuple, starts[KEY].to_numpy()), starts["k"]))
@@ -290,7 +284,8 @@ def _fold(con, lifecycle, versions, triage_window_seconds) -> dict:
     pre["correlation_id"] = pre["incident_id"].map(correlation_ids).fillna(
         pre["incident_id"].map(dict(zip(retriage["incident_id"], retriage["correlation_id"]))))
     targets = stack([fresh[family], pre], list(full.INCIDENT_COLUMNS))
-    context = fold_reach.triage_context(con, as_index(targets), new, replaced)
+    context = fold_reach.triage_context(con, as_index(targets), new, replaced, versions,
+                                        pd.Timedelta(seconds=triage_window_seconds))
     triaged = triage.apply(targets, versions, triage_window_seconds, context=context) if not targets.empty else targets
     recorrelated = reach[~reach["incident_id"].isin(set(retriage["incident_id"]))]
     kept = con.execute("SELECT * FROM incidents WHERE incident_id IN (SELECT unnest($ids))",
