@@ -16,7 +16,7 @@ import pytest
 
 from assets.incidents_incremental import clear_state
 from orchestration.warehouse import WarehouseResource
-from tests.test_fold_incremental import TABLES, assert_same, fold, write
+from tests.fold_oracle import TABLES, assert_same, fold, write
 
 STRAGGLER = "signal = 'straggler_rank' AND entity_id = 'dist-e/rank-3'"   # faults.yaml: one on day 0, 01:00-01:40
 TIMES = ("partition_start", "onset", "detected_at", "last_seen")
