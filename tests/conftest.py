@@ -142,10 +142,25 @@ def quality_first_hours(tmp_path_factory) -> dict:
             "results": {hour: RecordedRun(folder / f"hour-{hour:02d}.json") for hour in range(3)}}
 
 
+@pytest.fixture(scope="session")
+def shards_unsharded(tmp_path_factory) -> Path:
+    """tests/fixtures/shards.yaml detected hour by hour and folded in one unsharded home, once per test session
+    for every xdist worker: the reference both tests/test_shards.py (embedded shards) and
+    tests/distributed/test_shards_distributed.py (shards on Celery) must equal. Read-only: copy to write."""
+    from tests.helpers import SHARDS, SHARDS_HOURS, detect_and_fold
+
+    def build(folder: Path) -> None:
+        simulate(load_scenario(SHARDS), folder / "home")
+        detect_and_fold(folder / "home", SHARDS_HOURS)
+
+    return built_once(tmp_path_factory, "shards-unsharded", build) / "home"
+
+
 # `slow` (over ~20 s of CPU, measured with --durations=0 under `.ci/run`): every test that uses one of these
 # scenario-sized fixtures (whichever runs first builds it), and these tests by node id prefix.
 SLOW_FIXTURES = {"small_demo", "quality_first_hours", "faults_embedded", "inference", "processed", "folded", "serving_home",
-                 "shapes", "oncall", "ui", "embedded", "distributed", "sharded_homes", "shards_on_celery"}
+                 "shapes", "oncall", "ui", "embedded", "distributed", "sharded_homes", "shards_on_celery",
+                 "shards_unsharded"}
 SLOW_TESTS = (
     "tests/test_replay.py::test_replay_under_the_real_sensor", "tests/test_replay.py::test_replay_grows_checkpoints",
     "tests/test_end_to_end.py::test_small_scenario_yields", "tests/test_end_to_end.py::test_check_reports_evidence",

@@ -47,20 +47,14 @@ def read(home: Path, query: str) -> list:
 
 
 @pytest.fixture(scope="module")
-def sharded_homes(tmp_path_factory) -> dict:
-    """The scenario detected hour by hour and folded, once unsharded ("plain") and once in two shards, one
-    host each ("sharded"). Read-only: copy to write."""
-    template = tmp_path_factory.mktemp("shards-raw")
-    simulate(load_scenario(SHARDS), template)
-    out = {}
-    for name, config in (("plain", None), ("sharded", TWO_SHARDS)):
-        home = tmp_path_factory.mktemp(name) / "home"
-        shutil.copytree(template, home)
-        if config:
-            (home / "service.yaml").write_text(config)
-        detect_and_fold(home, HOURS)
-        out[name] = home
-    return out
+def sharded_homes(tmp_path_factory, shards_unsharded) -> dict:
+    """The scenario detected hour by hour and folded, once unsharded ("plain": the session's shards_unsharded,
+    tests/conftest.py) and once in two shards, one host each ("sharded"). Read-only: copy to write."""
+    home = tmp_path_factory.mktemp("sharded") / "home"
+    simulate(load_scenario(SHARDS), home)
+    (home / "service.yaml").write_text(TWO_SHARDS)
+    detect_and_fold(home, HOURS)
+    return {"plain": shards_unsharded, "sharded": home}
 
 
 def test_two_shards_find_exactly_what_one_hour_finds(sharded_homes):

@@ -22,8 +22,7 @@ import yaml
 
 from orchestration.distributed import DAGSTER_DB, LAKE_DB
 from orchestration.warehouse import WarehouseResource
-from simulator import load_scenario, simulate
-from tests.helpers import REPO, SHARDS, TWO_SHARDS, detect_and_fold
+from tests.helpers import REPO, SHARDS, TWO_SHARDS
 from tests.helpers import SHARDS_HOURS as HOURS
 
 INCIDENTS = "SELECT incident_id, tier, onset, entity_type, entity_id, status FROM incidents ORDER BY incident_id"
@@ -51,10 +50,10 @@ def overlap_seconds(events: list[tuple]) -> float:
 
 
 @pytest.fixture(scope="module")
-def shards_on_celery(tmp_path_factory, postgres, redis) -> dict:
-    embedded = tmp_path_factory.mktemp("embedded") / "home"
-    simulate(load_scenario(SHARDS), embedded)
-    detect_and_fold(embedded, HOURS)
+def shards_on_celery(tmp_path_factory, postgres, redis, shards_unsharded) -> dict:
+    """`goodput demo --deployment distributed --shards 2` on the scenario, and what it found beside what the
+    session's embedded unsharded run found (shards_unsharded, tests/conftest.py)."""
+    embedded = shards_unsharded
     home = tmp_path_factory.mktemp("distributed-shards")
     # the demo's databases have fixed names: another module's demo on this session's server left its own
     con = psycopg2.connect(host="127.0.0.1", port=postgres.port, user=postgres.user, dbname="postgres")
