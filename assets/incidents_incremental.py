@@ -91,14 +91,12 @@ def _starts(con, dirty: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     read = query(con, "group_reach", dirty=dirty[[*KEY, *REACH]].astype({"e": "Int64"}))
     stored = as_index(read)
     groups: dict = {}
-    for key, k, pos, opened, members, episode, incident in zip(
-            zip(*(read[c] for c in KEY)), read["k"], read["pos"], read["opened"], stored["members"], read["episode"],
-            read["incident_id"]):
-        group = groups.setdefault(key, {"k": int(k), "since": pd.NaT, "earlier": []})
-        if pos < k:
-            group["earlier"].append((set(members), int(episode), incident))
-        elif pos == k and k:   # from the first episode: every finding, even earlier ones
-            group["since"] = opened
+    for row, k in zip(stored.itertuples(index=False), read["k"]):
+        group = groups.setdefault((row.signal, row.entity_type, row.entity_id), {"k": int(k), "since": pd.NaT, "earlier": []})
+        if row.pos < k:
+            group["earlier"].append((set(row.members), int(row.episode), row.incident_id))
+        elif row.pos == k and k:   # from the first episode: every finding, even earlier ones
+            group["since"] = row.opened
     empty = {"k": 0, "since": pd.NaT, "earlier": []}
     out = [{**dict(zip(KEY, key)), **groups.get(key, empty)} for key in zip(*(dirty[c] for c in KEY))]
     return stored, pd.DataFrame(out, columns=[*KEY, "k", "since", "earlier"])

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dagster as dg  # noqa: E402
 
-from orchestration.cli import _write_demo_shards  # noqa: E402
+from orchestration.cli import write_demo_shards  # noqa: E402
 from orchestration.definitions import build_definitions  # noqa: E402
 from orchestration.jobs import execute_detect  # noqa: E402
 from orchestration.partitions import hour_keys  # noqa: E402
@@ -69,7 +69,7 @@ def main() -> None:
                 home = Path(tmp) / f"{repeat}-{layout.replace(' ', '-')}"
                 shutil.copytree(template, home)
                 if layout != "unsharded":
-                    _write_demo_shards(home, scenario.cluster.host_names, args.shards)
+                    write_demo_shards(home, scenario.cluster.host_names, args.shards)
                 cpu, wall, found[layout] = detect(home, keys)
                 results[layout].append((cpu, wall))
     print(f"{scenario.name}: {len(keys)} hour(s), {len(scenario.cluster.host_names)} host(s)")

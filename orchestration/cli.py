@@ -139,7 +139,7 @@ def _secs(value: float) -> str:
     return "-" if value != value else f"{value / 60:.1f} min"
 
 
-def _write_demo_shards(home: Path, host_names: tuple[str, ...], count: int) -> None:
+def write_demo_shards(home: Path, host_names: tuple[str, ...], count: int) -> None:
     """`goodput demo --shards N`: the scenario's hosts in N groups of neighbours, as `shards:` in service.yaml."""
     import yaml
 
@@ -169,7 +169,7 @@ def cmd_demo(args) -> int:
     _say(f"1/3 simulated {scenario.name}: {summary['files']} raw files, "
          + ", ".join(f"{n:,} {k}" for k, n in summary["rows"].items()) + f", {summary['faults']} injected fault(s)")
     if args.shards:   # issue 21: each hour's per-host work in partitions of hour x shard (docs/deploy.md)
-        _write_demo_shards(home, scenario.cluster.host_names, args.shards)
+        write_demo_shards(home, scenario.cluster.host_names, args.shards)
         _say(f"    {args.shards} shard(s) of hosts in {home / 'service.yaml'}")
     end = min(scenario.end, scenario.start + timedelta(hours=args.hours)) if args.hours else scenario.end
     if args.deployment == "distributed":   # issue 21: PostgreSQL, Redis, Celery workers (docs/deploy.md)

@@ -173,6 +173,11 @@ class Workers:
                 process.wait()
 
 
+def _quiet_celery() -> None:
+    """dagster-celery registers its step task on the app once per submitted step: celery's warning about it is noise."""
+    warnings.filterwarnings("ignore", message="Task name 'execute_plan' is already registered")
+
+
 def _execute(job, instance, tags: dict[str, str], quiet: dict) -> int:
     """One run with its steps on Celery; its steps' retries (lake commit conflicts)."""
     import dagster as dg
@@ -201,7 +206,7 @@ def _shard_run(hour: str, shard: str, quiet: dict) -> int:
     from orchestration.jobs import DETECT_SHARD
     from orchestration.shards import run_tags
 
-    warnings.filterwarnings("ignore", message="Task name 'execute_plan' is already registered")
+    _quiet_celery()
     with open_instance() as instance:
         return _execute(_repository().get_reconstructable_job(DETECT_SHARD), instance, run_tags(hour, shard), quiet)
 
@@ -214,8 +219,7 @@ def run_hours(keys: list[str], say: Callable[[str], None], quiet: dict) -> dict:
     from orchestration.instance import open_instance
     from orchestration.shards import configured
 
-    # dagster-celery registers its step task on the app once per submitted step: celery's warning about it is noise
-    warnings.filterwarnings("ignore", message="Task name 'execute_plan' is already registered")
+    _quiet_celery()
     if os.environ.get("GOODPUT_EXECUTOR") != "celery":
         raise DeploymentError("GOODPUT_EXECUTOR=celery must be set before the definitions are imported")
     with warehouse_for(goodput_home()).connect():   # the lake's catalog created and migrated once, before the

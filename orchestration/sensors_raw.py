@@ -32,7 +32,7 @@ import duckdb
 from orchestration import raw_watch, sensors_shards, sql
 from orchestration.jobs import detect_job
 from orchestration.partitions import HOUR_KEY, hourly
-from orchestration.raw_zone import VERSION_TAG, RawZoneResource  # noqa: F401  (VERSION_TAG: imported from here by tests)
+from orchestration.raw_zone import RawZoneResource
 from orchestration.service_config import load_service_settings
 from orchestration.shards import configured
 from orchestration.warehouse import WarehouseBusy, WarehouseMissing, WarehouseResource

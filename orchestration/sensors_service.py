@@ -35,6 +35,7 @@ from dagster._serdes import serialize_value
 from orchestration import sensors, sensors_raw
 from orchestration.instance import fail_dead_runs, free_dead_run_slots
 from orchestration.jobs import detect_job, incidents_job
+from orchestration.raw_zone import VERSION_TAG
 
 SENSOR_NAME = "goodput_service"
 INTERVAL_S = 30
@@ -99,7 +100,7 @@ def alert_inputs(warehouse, alerting) -> list:
 
 def queue_redo(state: dict, run: dg.DagsterRun) -> None:
     """Remember a failed detect run's hour: its data was taken off the raw cursor when it was requested."""
-    key, version = run.tags.get(sensors_raw.PARTITION_TAG), run.tags.get(sensors_raw.VERSION_TAG, "")
+    key, version = run.tags.get(sensors_raw.PARTITION_TAG), run.tags.get(VERSION_TAG, "")
     if key is not None and state.get("redone", {}).get(f"{key}@{version}", 0) < MAX_REDO:
         state.setdefault("redo", {})[key] = version
 
@@ -115,7 +116,7 @@ def redo_requests(state: dict, requested: set[str], in_flight: set[str]) -> list
             continue   # newer data for the hour: its run covers the failed one
         attempt = redone[f"{key}@{version}"] = redone.get(f"{key}@{version}", 0) + 1
         out.append(dg.RunRequest(partition_key=key, run_key=f"{key}@{version}+redo{attempt}", job_name=detect_job.name,
-                                 tags={sensors_raw.VERSION_TAG: version}))
+                                 tags={VERSION_TAG: version}))
     state["redone"] = dict(sorted(redone.items())[-500:])   # bounded: hours long done drop out
     return out
 

@@ -11,6 +11,7 @@ import pytest
 
 from orchestration import sensors_raw, sensors_service
 from orchestration.definitions import build_definitions, resources_for
+from orchestration.raw_zone import VERSION_TAG
 
 NOW = datetime(2026, 11, 30, 1, 59, tzinfo=timezone.utc)
 
@@ -34,7 +35,7 @@ def tick(sensor, instance, cursor):
 def add_run(instance, job: str, status: dg.DagsterRunStatus, partition: str = "2026-11-30-00:00") -> str:
     run_id = str(uuid.uuid4())
     instance.add_run(dg.DagsterRun(job_name=job, run_id=run_id, status=status,
-                                   tags={"dagster/partition": partition, sensors_raw.VERSION_TAG: "v1"}))
+                                   tags={"dagster/partition": partition, VERSION_TAG: "v1"}))
     return run_id
 
 
