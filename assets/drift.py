@@ -151,7 +151,7 @@ def evidently_drift(current: pd.DataFrame, reference: pd.DataFrame, config: Drif
         column, method, threshold, score = cfg["column"], cfg["method"], float(cfg["threshold"]), metric["value"]
         score = None if score is None else stable(float(score))
         rows.append({"column_name": column, "column_type": types[column], "method": method, "score": score,
-                     "threshold": threshold, "drifted": None if score is None else is_drifted(method, score, threshold)})
+                     "threshold": threshold, "drifted": None if score is None else is_drifted(method, types[column], score, threshold)})
     return pd.DataFrame(rows), snapshot
 
 
@@ -165,16 +165,14 @@ def stable(value: float | None, digits: int = 10) -> float | None:
     return float(f"{value:.{digits}g}")
 
 
-def is_drifted(method: str, score: float, threshold: float) -> bool:
-    """p-value tests drift below their threshold; distances (Wasserstein, Jensen-Shannon, PSI, ...) at or above."""
-    from evidently.legacy.calculations.stattests.registry import _registered_stat_tests
+def is_drifted(method: str, column_type: str, score: float, threshold: float) -> bool:
+    """p-value tests drift below their threshold; distances (Wasserstein, Jensen-Shannon, PSI, ...) at or above.
+    Which one `method` is, evidently's registry says (its display name for that column type: 'num' or 'cat')."""
+    from evidently.legacy.calculations.stattests.registry import get_registered_stattest
+    from evidently.legacy.core import ColumnType
 
-    display = method
-    for by_type in _registered_stat_tests.values():
-        for test in by_type.values():
-            if test.name == method:
-                display = test.display_name
-    return score < threshold if "p_value" in display.lower() else score >= threshold
+    kind = ColumnType.Numerical if column_type == "num" else ColumnType.Categorical
+    return score < threshold if "p_value" in get_registered_stattest(method, kind).display_name.lower() else score >= threshold
 
 
 def check_methods(config: DriftConfig) -> None:

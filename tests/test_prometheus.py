@@ -17,8 +17,8 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+import httpx
 import pytest
-import requests
 
 from assets.ingest import ingest_assets
 from assets.prometheus_pull import prometheus_pull
@@ -141,9 +141,9 @@ scrape_configs:
         while True:
             assert process.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
             try:
-                if requests.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
                     break
-            except requests.RequestException:
+            except httpx.HTTPError:
                 pass
             assert time.monotonic() < deadline, "Prometheus did not become ready within 60 s"
             time.sleep(0.2)
@@ -169,9 +169,9 @@ def rows(con, query) -> list[dict]:
 
 def exporter_scraped_dcgm(url) -> int:
     try:
-        result = requests.get(f"{url}/api/v1/query", params={"query": "count(DCGM_FI_DEV_GPU_UTIL)"}, timeout=2).json()
+        result = httpx.get(f"{url}/api/v1/query", params={"query": "count(DCGM_FI_DEV_GPU_UTIL)"}, timeout=2).json()
         return int(float(result["data"]["result"][0]["value"][1])) if result["data"]["result"] else 0
-    except (requests.RequestException, KeyError, IndexError, ValueError):
+    except (httpx.HTTPError, KeyError, IndexError, ValueError):
         return 0
 
 

@@ -189,8 +189,10 @@ def test_evidently_scores_the_moved_column_and_not_the_stable_one():
 
 
 def test_p_value_methods_drift_below_their_threshold_and_distances_above():
-    assert is_drifted("ks", 0.001, 0.05) and not is_drifted("ks", 0.3, 0.05)
-    assert is_drifted("wasserstein", 0.3, 0.15) and not is_drifted("wasserstein", 0.05, 0.15)
+    assert is_drifted("ks", "num", 0.001, 0.05) and not is_drifted("ks", "num", 0.3, 0.05)
+    assert is_drifted("chisquare", "cat", 0.001, 0.05) and not is_drifted("chisquare", "cat", 0.3, 0.05)
+    assert is_drifted("wasserstein", "num", 0.3, 0.15) and not is_drifted("wasserstein", "num", 0.05, 0.15)
+    assert is_drifted("jensenshannon", "cat", 0.3, 0.1) and not is_drifted("jensenshannon", "cat", 0.05, 0.1)
 
 
 # ----------------------------------------------------------------------------- simulator
