@@ -91,7 +91,7 @@ def frame(con, name: str, params: dict[str, Any] | None = None) -> pd.DataFrame:
 
 def records(con, name: str, params: dict[str, Any] | None = None) -> list[dict]:
     """`sql/board/<name>.sql` as a list of dicts with None for missing values (NaN, NaT)."""
-    return [{k: _none(v) for k, v in row.items()} for row in frame(con, name, params).to_dict("records")]
+    return [{k: plain(v) for k, v in row.items()} for row in frame(con, name, params).to_dict("records")]
 
 
 def one(con, name: str, params: dict[str, Any] | None = None) -> dict | None:
@@ -99,7 +99,8 @@ def one(con, name: str, params: dict[str, Any] | None = None) -> dict | None:
     return rows[0] if rows else None
 
 
-def _none(value):
+def plain(value):
+    """A cell as the pages want it: None for missing values (NaN, NaT), Python values for numpy ones."""
     if value is None:
         return None
     if isinstance(value, float) and math.isnan(value):

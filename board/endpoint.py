@@ -44,7 +44,7 @@ def context(con, endpoint: str) -> dict | None:
                .agg(drifted=("drifted", "sum"), columns=("column", "count"), reference_start=("reference_start", "first"),
                     reference_end=("reference_end", "first")).sort_values("hour")) if not drift.empty else drift
     return {"endpoint": endpoint, "versions": db.records(con, "endpoint_versions", params), "figures": figures,
-            "reports": [{k: db._none(v) for k, v in r.items()} for r in reports.to_dict("records")],
+            "reports": [{k: db.plain(v) for k, v in r.items()} for r in reports.to_dict("records")],
             "incidents": db.records(con, "endpoint_incidents", params)}
 
 

@@ -43,4 +43,4 @@ def not_judged(con) -> list[dict]:
         rows = db.cached(con, "incidents/not_judged", None)
     except duckdb.CatalogException:      # a warehouse from before migration 090
         return []
-    return [{k: db._none(v) for k, v in r.items()} for r in rows.to_dict("records")]
+    return [{k: db.plain(v) for k, v in r.items()} for r in rows.to_dict("records")]

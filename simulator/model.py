@@ -290,13 +290,14 @@ class Scenario:
             end = failure.fail  # nothing progresses after the rank died
         return run.start, (min(end, self.end) if clip else end)
 
-    def _stretched_window(self, run: Run) -> tuple[datetime, datetime]:
+    def stretched_window(self, run: Run) -> tuple[datetime, datetime]:
+        """The run's start, and its nominal end plus its stalls, ignoring failures (whose process may use a GPU when)."""
         return run.start, run.end + self.stall(run.id)
 
     def holder(self, gpu: tuple[int, int], at: datetime) -> tuple[Run, int] | None:
         """The run and rank whose process uses ``gpu`` at ``at`` (ignoring failures)."""
         for run in self.runs:
-            start, end = self._stretched_window(run)
+            start, end = self.stretched_window(run)
             if gpu in run.gpus and start <= at < end:
                 return run, run.gpus.index(gpu)
         return None
@@ -304,7 +305,7 @@ class Scenario:
     def host_run(self, host: int, at: datetime) -> Run | None:
         """A run that holds ``host`` (some of its GPUs) at ``at`` (ignoring failures)."""
         for run in self.runs:
-            start, end = self._stretched_window(run)
+            start, end = self.stretched_window(run)
             if any(h == host for h, _ in run.gpus) and start <= at < end:
                 return run
         return None

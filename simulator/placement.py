@@ -126,7 +126,7 @@ def check_fault_placement(fail, scenario: Scenario) -> None:
                          f"use one of the endpoints: {', '.join(endpoints) or '(none)'}")
         if fault.run_id is not None and not spec.stalls_run:
             run = scenario.run(fault.run_id)
-            start, end = scenario._stretched_window(run)
+            start, end = scenario.stretched_window(run)
             if not (start <= fault.onset < end):
                 raise fail(f"{field}.onset", f"onset is outside run {run.id!r} "
                              f"({_iso(start)} to {_iso(end)})", "move the onset inside the run")
