@@ -352,7 +352,7 @@ def test_a_held_delivery_lock_skips_the_turn_after_the_wait_and_its_release_lets
         fcntl.flock(other, fcntl.LOCK_EX)
         began = time.monotonic()
         assert alerting.deliver([]) is None
-        assert 0.3 <= time.monotonic() - began < 3
+        assert time.monotonic() - began >= 0.3     # it waited for the lock before skipping (no upper bound: a busy host)
         fcntl.flock(other, fcntl.LOCK_UN)
     assert alerting.deliver([])["delivered"] == 0
 
