@@ -46,7 +46,7 @@ from assets import incident_fold as full
 from assets.fold_reach import INDEX_COLUMNS, KEY, as_index, query
 from checks import frames
 from checks.frames import stack
-from checks.registry import REGISTRY
+from checks.registry import PLAYBOOKS_DIR, REGISTRY
 from orchestration import sql
 
 
@@ -58,7 +58,7 @@ def config_digest(lifecycle: full.Lifecycle) -> str:
     digest.update(Path(__file__).read_bytes())
     for signal in sorted(REGISTRY, key=lambda s: s.name):
         digest.update(repr((signal.name, signal.tier, signal.owner, signal.family, signal.title)).encode())
-    for path in sorted((Path(full.__file__).resolve().parent.parent / "checks" / "playbooks").glob("*")):
+    for path in sorted(PLAYBOOKS_DIR.glob("*")):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from sources.config_file import config_error, from_validation, read_yaml
+from sources.config_file import ConfigError, config_error, from_validation, read_yaml
 
 FAMILIES = ("training", "distributed", "gpu", "checkpoint", "serving", "quality")
 ENTITIES = ("run", "rank", "gpu", "checkpoint", "endpoint", "model_version")
@@ -150,7 +150,10 @@ class Signal:
 
     @property
     def playbook(self) -> Playbook:
-        return playbooks()[self.name]
+        try:
+            return playbooks()[self.name]
+        except KeyError:
+            raise no_playbook(self) from None
 
     def worst(self, findings: pd.DataFrame) -> pd.Series:
         """The finding furthest past its threshold on the signal's side: the highest value of a
@@ -192,6 +195,19 @@ class SignalRegistry:
     def for_fault(self, fault_type: str) -> list[Signal]:
         return [s for s in self if fault_type in s.fault_types]
 
+    def check_playbooks(self, folder: Path = PLAYBOOKS_DIR) -> None:
+        """Every registered signal has its playbook entry and every entry names a registered signal;
+        else a ConfigError `file: signal: problem and the fix` (at import of checks.signals, not when
+        an incident first needs the playbook)."""
+        catalogue = playbooks(folder)
+        for signal in self:
+            if signal.name not in catalogue:
+                raise no_playbook(signal, folder)
+        for name in sorted(set(catalogue) - set(self._signals)):
+            path = next((p for p in sorted(folder.glob("*.yaml")) if name in (read_yaml(p) or {})), folder)
+            raise config_error(path, name, "a playbook for no registered signal: rename it to the signal's name or "
+                                           f"remove it (signals: {', '.join(sorted(self._signals))})")
+
 
 class PlaybookEntry(BaseModel):
     """One entry of a `checks/playbooks/*.yaml` file, as validated at load."""
@@ -223,6 +239,13 @@ def playbooks(folder: Path = PLAYBOOKS_DIR) -> Mapping[str, Playbook]:
                 raise config_error(path, name, "playbook defined twice in checks/playbooks/")
             catalogue[name] = Playbook(tuple(entry.steps), entry.responder, tuple(entry.escalation))
     return MappingProxyType(catalogue)
+
+
+def no_playbook(signal: Signal, folder: Path = PLAYBOOKS_DIR) -> ConfigError:
+    """The one line for a registered signal without a playbook entry: which file, which signal, the fix."""
+    return config_error(folder / f"{signal.family}.yaml", signal.name,
+                        f"registered signal has no playbook: add `{signal.name}: {{responder, steps, escalation}}` "
+                        f"to this file (or another of {folder}/*.yaml)")
 
 
 REGISTRY = SignalRegistry()

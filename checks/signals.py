@@ -46,3 +46,7 @@ from checks import (  # noqa: E402, F401
     signals_serving,
     signals_training,
 )
+
+# Every signal has its playbook entry and every entry its signal: a one-line ConfigError now, not a
+# KeyError when an incident first needs it.
+REGISTRY.check_playbooks()

@@ -336,6 +336,27 @@ def test_a_held_write_lock_is_try_later_and_never_a_duplicate(home, loopback, cl
     assert table(home, "SELECT count(*) AS n FROM alert_attempts").loc[0, "n"] == 16
 
 
+def test_a_held_delivery_lock_skips_the_turn_after_the_wait_and_its_release_lets_delivery_run(home, monkeypatch):
+    """One deliverer at a time: another holding `.deliver.lock` past the wait is None (skip this tick),
+    not an error; once released, delivery runs."""
+    import fcntl
+    import time
+
+    from orchestration.alerting import resource
+
+    monkeypatch.setattr(resource, "DELIVER_LOCK_SECONDS", 0.3)
+    alerting = resources(home)["alerting"]
+    lock = Path(alerting.journal_path).with_name(".deliver.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as other:
+        fcntl.flock(other, fcntl.LOCK_EX)
+        began = time.monotonic()
+        assert alerting.deliver([]) is None
+        assert time.monotonic() - began >= 0.3     # it waited for the lock before skipping (no upper bound: a busy host)
+        fcntl.flock(other, fcntl.LOCK_UN)
+    assert alerting.deliver([])["delivered"] == 0
+
+
 def test_an_escalation_by_cost_pages_again_on_the_same_dedup_key(home, loopback, clock):
     """64 straggling ranks (SEV2) for an hour: one run incident, escalated to SEV1 when 32 GPU-hours
     are at risk (30 min on 64 GPUs); PagerDuty hears trigger (error), trigger (critical), resolve."""

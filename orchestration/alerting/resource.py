@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import dagster as dg
+import tenacity
 
 from orchestration.alerting.config import DEFAULT_CONFIG, AlertingConfig, load_config
 from orchestration.alerting.delivery import Sink, SinkInactive, deliver
@@ -15,6 +16,8 @@ from orchestration.alerting.journal import AlertJournal, append_jsonl, finished,
 from orchestration.alerting.payloads import dedup_key
 from orchestration.board_links import DEFAULT_BOARD_URL, board_url_from_env
 from orchestration.home import alerts_path
+
+DELIVER_LOCK_SECONDS = 5     # how long a deliverer waits for another's delivery lock before skipping its turn
 
 
 class AlertingResource(dg.ConfigurableResource):
@@ -69,15 +72,15 @@ class AlertingResource(dg.ConfigurableResource):
         lock = Path(self.journal_path).with_name(".deliver.lock")
         lock.parent.mkdir(parents=True, exist_ok=True)
         with open(lock, "a") as handle:
-            deadline = time.monotonic() + 5
-            while True:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        return None
-                    time.sleep(0.1)
+            try:
+                for attempt in tenacity.Retrying(
+                    stop=tenacity.stop_after_delay(DELIVER_LOCK_SECONDS), wait=tenacity.wait_fixed(0.1),
+                    retry=tenacity.retry_if_exception_type(BlockingIOError), reraise=True,
+                ):
+                    with attempt:
+                        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:     # another deliverer held it all along: this one skips its turn
+                return None
             try:
                 return deliver(alerts, self.config(), self.journal(), Path(self.file_sink_path), log, clock, warn)
             finally:
