@@ -113,6 +113,8 @@ def _frame() -> pd.DataFrame:
     ("gpu_xid_error", [1.0, 4.0, 2.0], 1.0, 0.0, 4.0),
     # flagged outside a band: a checkpoint at 14% of its predecessors is worse than one at 1.6x
     ("checkpoint_size_anomaly", [1.6, 0.14, 0.7], 0.5, 1.0, 0.14),
+    # a rank's gradient norm at 50% of its peers' (usually 100%) is further off than one at 160%
+    ("gradient_skew", [160.0, 50.0, 130.0], 125.0, 100.0, 50.0),
 ])
 def test_the_check_shows_the_finding_furthest_past_its_threshold(signal, values, threshold, baseline, worst):
     spec = REGISTRY.get(signal)
