@@ -130,7 +130,7 @@ def checkpoint_size_anomaly(frame: pd.DataFrame, thresholds: Mapping[str, float]
             evidence={
                 "checkpoint": row["checkpoint"], "path": row["checkpoint_path"], "step": int(row["step"]),
                 "checkpoint_bytes": int(size), "median_predecessor_bytes": float(base),
-                "predecessors": int(row["predecessors"]), "size_ratio": round(ratio, 3),
+                "predecessors": int(row["predecessors"]), "size_ratio": num(ratio, 3),
                 "model_versions": versions.split(",") if versions else [],
                 "model_versions_text": versions.replace(",", ", ") if versions else "none registered",
             },

@@ -25,6 +25,7 @@ from checks.toolkit import (
     empty_findings,
     finding,
     findings_frame,
+    fixed,
     mark_stretches,
     missing,
     num,
@@ -100,8 +101,8 @@ def gpu_layer(active: pd.DataFrame) -> dict:
     temp = active["gpu_temperature_celsius"].max()
     power, limit = active["gpu_power_watts"].median(), active["gpu_power_limit_watts"].max()
     xids = sorted({int(x) for x in active["gpu_last_xid"].dropna()}) if "gpu_last_xid" in active.columns else []
-    summary = (f"{_fmt(temp)} °C, throttle reasons {'|'.join(names) or 'none'}, SM clock {_fmt(clock / 1e6)} MHz "
-               f"vs {_fmt(usual / 1e6)} MHz usual ({_fmt(-drop, '+.1f')}%), {_fmt(power)} W of {_fmt(limit)} W"
+    summary = (f"{fixed(temp)} °C, throttle reasons {'|'.join(names) or 'none'}, SM clock {fixed(clock / 1e6)} MHz "
+               f"vs {fixed(usual / 1e6)} MHz usual ({fixed(-drop, '+.1f')}%), {fixed(power)} W of {fixed(limit)} W"
                + (f", XID {', '.join(map(str, xids))}" if xids else ", no XID"))
     return {
         "gpu_layer": summary,
@@ -114,10 +115,6 @@ def gpu_layer(active: pd.DataFrame) -> dict:
         "gpu_power_limit_watts": num(limit, 0),
         "gpu_last_xid": xids[-1] if xids else None,
     }
-
-
-def _fmt(value, spec: str = ".0f") -> str:
-    return "?" if value is None or pd.isna(value) else format(float(value), spec)
 
 
 def straggler_rank(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from checks.toolkit import empty_findings, num, prepare, previous, rolling, run_findings, stretch_ids
+from checks.toolkit import empty_findings, num, prepare, previous, rolling, run_findings, stretch_ids, stretch_total
 
 # sigma of a series from the median of its minute-to-minute changes: a level shift counts once, so
 # a drop does not inflate the noise it is judged against (MAD -> sigma, and a difference's sqrt 2)
@@ -43,7 +43,7 @@ def mfu_drop(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFra
     )
     # consecutive flagged stepping minutes (non-stepping minutes are not in f, so they do not break it)
     stretch = stretch_ids(f, f["flagged"], np.inf)
-    qualified = f["flagged"].astype(float).where(stretch.notna()).groupby(stretch).cumsum() >= thresholds["min_minutes"]
+    qualified = stretch_total(f["flagged"], stretch) >= thresholds["min_minutes"]
 
     def build(span: pd.DataFrame, hits: pd.DataFrame) -> dict:
         first, now = span.iloc[0], hits.iloc[-1]

@@ -10,7 +10,19 @@ import numpy as np
 import pandas as pd
 
 from checks.detectors import empty_findings
-from checks.toolkit import counter_increase, jitter, num, prepare, previous, rolling, rows_rolling, run_findings, stretch_ids, window_text
+from checks.toolkit import (
+    counter_increase,
+    jitter,
+    num,
+    prepare,
+    previous,
+    rolling,
+    rows_rolling,
+    run_findings,
+    stretch_ids,
+    stretch_total,
+    window_text,
+)
 
 # --------------------------------------------------------------------------------------------- #
 # Non-finite loss
@@ -36,7 +48,7 @@ def non_finite_loss(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.
     f["nonfinite_steps"] = np.fmax(nonfinite_steps, nan_increase)
     flagged = f["nonfinite_steps"] > 0
     stretch = stretch_ids(f, flagged, thresholds["bridge_minutes"], consecutive=False)
-    so_far = f["nonfinite_steps"].where(stretch.notna()).groupby(stretch).cumsum()
+    so_far = stretch_total(f["nonfinite_steps"], stretch)
     qualified = so_far >= thresholds["min_nonfinite_steps"]
 
     def build(span: pd.DataFrame, hits: pd.DataFrame) -> dict:
@@ -48,10 +60,10 @@ def non_finite_loss(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.
             "baseline": 0.0,
             "threshold": float(thresholds["min_nonfinite_steps"]),
             "evidence": {
-                "nonfinite_steps": round(bad, 1),
+                "nonfinite_steps": num(bad, 1),
                 "nonfinite_records": int(span["nonfinite_losses"].fillna(0).sum()),
                 "steps_in_window": int(steps),
-                "nonfinite_share_pct": round(100.0 * bad / steps, 1) if steps else None,
+                "nonfinite_share_pct": num(100.0 * bad / steps, 1) if steps else None,
                 "nan_iterations_total": num(span["nan_iterations_total"].max(), 0) if "nan_iterations_total" in span else None,
                 "last_finite_loss": num(finite.iloc[-1], 4) if not finite.empty else None,
                 "first_nonfinite": f"{span['minute'].min():%Y-%m-%d %H:%M} UTC",
@@ -112,7 +124,7 @@ def _excursions(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> tuple[p
     if in_s.any():
         smoothed = f["excess"][in_s].groupby(stretch[in_s]).rolling(3, min_periods=1).median() \
             .reset_index(level=0, drop=True).reindex(f.index)
-    f["minutes_elevated"] = f["elevated"].astype(float).where(in_s).groupby(stretch).cumsum()
+    f["minutes_elevated"] = stretch_total(f["elevated"], stretch)
     f["peak"] = smoothed.groupby(stretch).cummax()
     f["recovering"] = in_s & (smoothed <= (1.0 - thresholds["recovery_fraction"]) * f["peak"])
     f["diverging"] = in_s & (f["minutes_elevated"] >= thresholds["divergence_minutes"]) & ~f["recovering"]
@@ -130,10 +142,10 @@ def _excursion_facts(span: pd.DataFrame, hits: pd.DataFrame, thresholds: Mapping
             "loss": num(hits["loss"].iloc[-1], 4),
             "loss_peak": num(span["loss"].max(), 4),
             "loss_baseline": num(baseline, 4),
-            "rise_pct": round(100.0 * value, 1),
-            "peak_rise_pct": round(100.0 * float(np.expm1(span["excess"].max())), 1),
-            "threshold_pct": round(100.0 * float(np.expm1(first["rise_threshold"])), 1),
-            "noise_pct": round(100.0 * float(first["noise"]), 2) if pd.notna(first["noise"]) else None,
+            "rise_pct": num(100.0 * value, 1),
+            "peak_rise_pct": num(100.0 * float(np.expm1(span["excess"].max())), 1),
+            "threshold_pct": num(100.0 * float(np.expm1(first["rise_threshold"])), 1),
+            "noise_pct": num(100.0 * first["noise"], 2),
             "minutes_elevated": int(span["elevated"].sum()),
             "baseline_window_minutes": int(thresholds["ref_minutes"]),
             "first_step": num(span["last_step"].min(), 0),
@@ -317,7 +329,7 @@ def loss_plateau(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Dat
         & clear
     )
     stretch = stretch_ids(f, f["flagged"], thresholds["bridge_minutes"])
-    count = f["flagged"].astype(float).where(stretch.notna()).groupby(stretch).cumsum()
+    count = stretch_total(f["flagged"], stretch)
     qualified = count >= thresholds["min_minutes"]
 
     def build(span: pd.DataFrame, hits: pd.DataFrame) -> dict:
@@ -330,9 +342,9 @@ def loss_plateau(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Dat
             "baseline": float(first["predicted"]),
             "threshold": float(thresholds["max_observed_fraction"] * first["predicted"]),
             "evidence": {
-                "observed_improvement_pct": round(100.0 * float(np.expm1(first["observed"])), 2),
-                "predicted_improvement_pct": round(100.0 * float(np.expm1(first["predicted"])), 2),
-                "threshold_pct": round(100.0 * float(np.expm1(thresholds["max_observed_fraction"] * first["predicted"])), 2),
+                "observed_improvement_pct": num(100.0 * float(np.expm1(first["observed"])), 2),
+                "predicted_improvement_pct": num(100.0 * float(np.expm1(first["predicted"])), 2),
+                "threshold_pct": num(100.0 * float(np.expm1(thresholds["max_observed_fraction"] * first["predicted"])), 2),
                 "noise_pct": num(100.0 * first["noise"], 3),
                 "fit_residual_pct": num(100.0 * first["resid_sigma"], 3),
                 "loss": num(hits["loss"].iloc[-1], 4),

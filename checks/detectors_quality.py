@@ -50,7 +50,7 @@ def _drift(frame: pd.DataFrame, thresholds: Mapping[str, float], what: str) -> p
                 "hours_drifted": len(s),
                 # scored on all rows; the sampled rows are those the evidently report drew
                 "rows": int(last["current_rows"]), "reference_rows": int(last["reference_rows"]),
-                "margin_noise_units": None if pd.isna(top.get("top_margin")) else round(float(top["top_margin"]), 1),
+                "margin_noise_units": num(top.get("top_margin"), 1),
                 "sampled_rows": int(last["current_sampled"]), "sampled_reference_rows": int(last["reference_sampled"]),
                 "reference": f"{last['reference_source']} {last['reference_start']} .. {last['reference_end']}",
                 "report_path": present(last["report_path"]),

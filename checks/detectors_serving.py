@@ -41,13 +41,12 @@ def _finding(stretch: pd.DataFrame, active: pd.DataFrame, value: float, baseline
     )
 
 
+# toolkit.rolling per endpoint over the trailing minutes of rows, the current one included
+_PER_ENDPOINT = {"key": "endpoint", "time": "tick", "closed": "right"}
+
+
 def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
     return prepare(frame, "endpoint")
-
-
-def _rolling(f: pd.DataFrame, values: pd.Series, minutes: float, how: str) -> pd.Series:
-    """Per endpoint, `how` over the trailing `minutes` of rows (the current one included)."""
-    return rolling(f, values, minutes, how, key="endpoint", time="tick", closed="right")
 
 
 def _findings(rows: list[dict]) -> pd.DataFrame:
@@ -72,7 +71,7 @@ def serving_latency_regression(frame: pd.DataFrame, thresholds: Mapping[str, flo
     ratios, minute_ratios = {}, {}
     for m in LATENCY:
         base = f[f"{m}_baseline"].where(f[f"{m}_baseline"] > 0)
-        ratios[m] = _rolling(f, f[f"{m}_seconds"], thresholds["window_minutes"], "median") / base
+        ratios[m] = rolling(f, f[f"{m}_seconds"], thresholds["window_minutes"], "median", **_PER_ENDPOINT) / base
         minute_ratios[m] = f[f"{m}_seconds"] / base
     ratio = pd.DataFrame(ratios)
     f["ratio"] = ratio.max(axis=1)
@@ -164,7 +163,7 @@ def serving_queue_growth(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
         return _findings([])
     f = _prepared(frame)
     window = thresholds["window_minutes"]
-    f["level"] = _rolling(f, f["requests_waiting"], thresholds["level_minutes"], "median")
+    f["level"] = rolling(f, f["requests_waiting"], thresholds["level_minutes"], "median", **_PER_ENDPOINT)
     then = f[["endpoint", "tick", "level"]].rename(columns={"level": "level_before"})
     then["tick"] = then["tick"] + pd.Timedelta(minutes=window)
     f = pd.merge_asof(f.sort_values("tick"), then.sort_values("tick"), on="tick", by="endpoint",
@@ -258,8 +257,8 @@ def serving_error_rate(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
         return _findings([])
     f = _prepared(frame)
     window = thresholds["window_minutes"]
-    requests = _rolling(f, f["requests"].fillna(0), window, "sum")
-    failures = _rolling(f, f["failures"].fillna(0), window, "sum")
+    requests = rolling(f, f["requests"].fillna(0), window, "sum", **_PER_ENDPOINT)
+    failures = rolling(f, f["failures"].fillna(0), window, "sum", **_PER_ENDPOINT)
     f["window_error_ratio"] = failures / requests.where(requests > 0)
     f["window_requests"] = requests
     usual = f["error_ratio_baseline"].fillna(0)

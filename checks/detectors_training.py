@@ -43,6 +43,7 @@ from checks.toolkit import (
     rows_rolling,
     run_findings,
     stretch_ids,
+    stretch_total,
     window_text,
 )
 
@@ -101,7 +102,7 @@ def step_time_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
         & (f["collective_share"] < thresholds["max_collective_share"])
     )
     stretch = stretch_ids(f, f["flagged"], thresholds["bridge_minutes"])
-    count = f["flagged"].astype(float).where(stretch.notna()).groupby(stretch).cumsum()
+    count = stretch_total(f["flagged"], stretch)
     qualified = count >= thresholds["min_minutes"]
 
     def build(span: pd.DataFrame, hits: pd.DataFrame) -> dict:
@@ -117,8 +118,8 @@ def step_time_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
                 "step_seconds_baseline": num(ref, 4),
                 "median_rank_step_seconds": num(now["step_seconds"], 4),
                 "held_reference": ref,
-                "increase_pct": round(100.0 * float(now["increase"]), 1),
-                "threshold_pct": round(100.0 * thresholds["min_increase_ratio"], 1),
+                "increase_pct": num(100.0 * float(now["increase"]), 1),
+                "threshold_pct": num(100.0 * thresholds["min_increase_ratio"], 1),
                 "z": num(now["z"], 1),
                 "noise_seconds": num(first["ref_noise"], 4),
                 "tokens_per_second": num(now.get("tokens_per_second"), 1),
@@ -126,7 +127,7 @@ def step_time_regression(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
                 "data_seconds": num(now.get("data_seconds"), 4),
                 "compute_seconds": num(now.get("compute_seconds"), 4),
                 "collective_seconds": num(now.get("collective_seconds"), 4),
-                "collective_share_pct": round(100.0 * float(now["collective_share"]), 1),
+                "collective_share_pct": num(100.0 * float(now["collective_share"]), 1),
                 # taken off the pace: the slowest rank's extra work (a straggler's, reported by straggler_rank)
                 "straggler_seconds": num(now["straggle_seconds"], 4),
                 "own_pace_seconds": num(now["own_pace"], 4),
@@ -186,7 +187,7 @@ def grad_norm_spike(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.
         & ~(pd.to_numeric(f["nonfinite_losses"], errors="coerce") > 0)
     )
     stretch = stretch_ids(f, f["flagged"], thresholds["bridge_minutes"])
-    steps = f["steps_completed"].astype(float).where(stretch.notna()).groupby(stretch).cumsum()
+    steps = stretch_total(f["steps_completed"], stretch)
     qualified = steps >= thresholds["min_steps"]
 
     def build(span: pd.DataFrame, hits: pd.DataFrame) -> dict:
@@ -199,9 +200,9 @@ def grad_norm_spike(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.
                 "grad_norm": num(peak["grad_norm"], 4),
                 "grad_norm_max": num(span["grad_norm_max"].max(), 4),
                 "grad_norm_baseline": num(peak["grad_norm_baseline"], 4),
-                "ratio": round(float(peak["ratio"]), 1),
+                "ratio": num(peak["ratio"], 1),
                 "threshold_ratio": thresholds["min_ratio"],
-                "z": round(float(peak["z"]), 1),
+                "z": num(peak["z"], 1),
                 "loss": num(peak["loss"], 4),
                 "steps_in_burst": int(span["steps_completed"].sum()),
                 "minutes": int(len(span)),
@@ -247,7 +248,7 @@ def loss_scale_collapse(frame: pd.DataFrame, thresholds: Mapping[str, float]) ->
         & (~reports_skips | (f["skipped_recent"] >= thresholds["min_skipped"]))
     )
     stretch = stretch_ids(f, f["flagged"], thresholds["bridge_minutes"])
-    count = f["flagged"].astype(float).where(stretch.notna()).groupby(stretch).cumsum()
+    count = stretch_total(f["flagged"], stretch)
     qualified = count >= thresholds["min_minutes"]
 
     def build(span: pd.DataFrame, hits: pd.DataFrame) -> dict:
@@ -321,7 +322,7 @@ def memory_fragmentation(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
     )
     f["flagged"] = (f["history"] >= thresholds["min_history_minutes"]) & (f["growth"] >= f["needed"]) & symptoms
     stretch = stretch_ids(f, f["flagged"], thresholds["bridge_minutes"])
-    count = f["flagged"].astype(float).where(stretch.notna()).groupby(stretch).cumsum()
+    count = stretch_total(f["flagged"], stretch)
     qualified = count >= thresholds["min_minutes"]
 
     def build(span: pd.DataFrame, hits: pd.DataFrame) -> dict:
@@ -333,20 +334,20 @@ def memory_fragmentation(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
             "baseline": float(now["gap_ref"]),
             "threshold": float(now["needed"]),
             "evidence": {
-                "gap_gib": round(float(now["gap_bytes"]) / GIB, 2),
-                "gap_baseline_gib": round(float(now["gap_ref"]) / GIB, 2),
-                "growth_gib": round(float(now["growth"]) / GIB, 2),
-                "threshold_gib": round(float(now["needed"]) / GIB, 2),
+                "gap_gib": num(float(now["gap_bytes"]) / GIB, 2),
+                "gap_baseline_gib": num(float(now["gap_ref"]) / GIB, 2),
+                "growth_gib": num(float(now["growth"]) / GIB, 2),
+                "threshold_gib": num(float(now["needed"]) / GIB, 2),
                 "inactive_split_gib": round(float(now["inactive_split_bytes"]) / GIB, 2),
                 "inactive_growth_gib": round(float(now["inactive_growth"]) / GIB, 2),
                 "alloc_retries_in_window": int(now["retries_recent"]),
                 "alloc_retries_total": num(now.get("alloc_retries_total"), 0),
                 "ooms_total": num(now.get("ooms_total"), 0),
                 "worst_rank": num(now.get("worst_rank"), 0),
-                "reserved_gib": round(reserved / GIB, 2) if reserved is not None else None,
-                "gpu_memory_gib": round(float(total) / GIB, 2) if pd.notna(total) else None,
-                "reserved_pct": round(100.0 * reserved / float(total), 1) if reserved is not None and pd.notna(total) else None,
-                "headroom_gib": round((float(total) - reserved) / GIB, 2) if reserved is not None and pd.notna(total) else None,
+                "reserved_gib": num(reserved / GIB, 2) if reserved is not None else None,
+                "gpu_memory_gib": num(float(total) / GIB, 2) if pd.notna(total) else None,
+                "reserved_pct": num(100.0 * reserved / float(total), 1) if reserved is not None and pd.notna(total) else None,
+                "headroom_gib": num((float(total) - reserved) / GIB, 2) if reserved is not None and pd.notna(total) else None,
                 "baseline_window_minutes": int(W),
                 "window": window_text(span),
             },

@@ -103,6 +103,7 @@ REGISTRY.register(Signal(
 
 REGISTRY.register(Signal(
     name="gradient_skew",
+    direction="outside",                # flagged either way: the worst is the furthest from its usual ratio
     family="distributed",
     entity="rank",
     tier="SEV2",

@@ -50,6 +50,11 @@ def present(value):
     return None if missing(value) else value
 
 
+def fixed(value, spec: str = ".0f") -> str:
+    """A number in a sentence, in the format `spec` ("?" for missing): "71 °C", "-12.5%"."""
+    return "?" if missing(value) else format(float(value), spec)
+
+
 def figure(value) -> str:
     """A number for a person to read in a table: whole from 100 up, else three significant digits."""
     return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
@@ -151,6 +156,12 @@ def stretch_ids(f: pd.DataFrame, flagged: pd.Series, max_gap_minutes: float, *, 
         return starts.cumsum().where(flagged)
     sub = f[flagged]
     return (~_continues(sub, key, time, max_gap_minutes)).cumsum().reindex(f.index)
+
+
+def stretch_total(values: pd.Series, stretch: pd.Series) -> pd.Series:
+    """The running total of `values` within each stretch (`stretch_ids`), NaN outside: of flags, the
+    stretch's flagged rows so far."""
+    return values.astype(float).where(stretch.notna()).groupby(stretch).cumsum()
 
 
 def mark_stretches(f: pd.DataFrame, key: str, entry: pd.Series, sustain: pd.Series | None = None,

@@ -8,7 +8,7 @@ import pytest
 
 from checks.asset_checks import check_result
 from checks.registry import REGISTRY
-from checks.toolkit import mark_stretches, num, prepare, rolling, stretch_ids, window_stretches
+from checks.toolkit import fixed, mark_stretches, num, prepare, rolling, stretch_ids, stretch_total, window_stretches
 
 T0 = pd.Timestamp("2026-11-30 10:00")
 
@@ -32,6 +32,11 @@ def test_num_is_json_able_and_none_for_missing():
     assert num(np.float64(0.123456), 3) == 0.123 and isinstance(num(np.float64(0.1), 3), float)
 
 
+def test_fixed_formats_a_number_for_a_sentence_and_a_question_mark_for_missing():
+    assert fixed(None) == fixed(float("nan")) == "?"
+    assert fixed(np.float64(71.6)) == "72" and fixed(-12.46, "+.1f") == "-12.5"
+
+
 # ------------------------------------------------------------------------------- stretches
 
 
@@ -41,6 +46,15 @@ def test_a_gap_longer_than_the_bridge_splits_a_stretch_and_an_unflagged_row_ends
     assert ids.tolist()[:4] == [1, 1, 2, 2] and np.isnan(ids[4]) and ids[5] == 3
     loose = stretch_ids(f, f["flag"], 3, consecutive=False)   # unflagged rows do not end it
     assert loose.tolist()[3] == loose.tolist()[5] == 2
+
+
+def test_a_stretch_total_runs_within_each_stretch_and_is_nan_outside():
+    f = _minutes([1, 1, 0, 1, 1, 1], gaps={4: 5})
+    ids = stretch_ids(f, f["flag"], 3)
+    counts = stretch_total(f["flag"], ids)
+    assert counts.tolist()[:2] == [1.0, 2.0] and np.isnan(counts[2]) and counts.tolist()[3:] == [1.0, 1.0, 2.0]
+    steps = stretch_total(pd.Series([10, 20, 99, 5, 5, 5]), ids)
+    assert steps.tolist()[:2] == [10.0, 30.0] and steps.tolist()[3:] == [5.0, 5.0, 10.0]
 
 
 def test_stretches_never_span_two_entities():
@@ -99,6 +113,8 @@ def _frame() -> pd.DataFrame:
     ("gpu_xid_error", [1.0, 4.0, 2.0], 1.0, 0.0, 4.0),
     # flagged outside a band: a checkpoint at 14% of its predecessors is worse than one at 1.6x
     ("checkpoint_size_anomaly", [1.6, 0.14, 0.7], 0.5, 1.0, 0.14),
+    # a rank's gradient norm at 50% of its peers' (usually 100%) is further off than one at 160%
+    ("gradient_skew", [160.0, 50.0, 130.0], 125.0, 100.0, 50.0),
 ])
 def test_the_check_shows_the_finding_furthest_past_its_threshold(signal, values, threshold, baseline, worst):
     spec = REGISTRY.get(signal)
