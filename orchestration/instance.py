@@ -27,9 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.storage.dagster_run import FINISHED_STATUSES
 
 log = logging.getLogger(__name__)
+
+FINISHED_STATUSES = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+"""A run in one of these has ended (Dagster's own list, from its public status enum)."""
 
 POOL = "warehouse"
 """The Dagster pool every step that writes the warehouse runs in (DuckDB: one writer per file, limit 1)."""

@@ -30,7 +30,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import dagster as dg
-from dagster._serdes import serialize_value
 
 from orchestration import sensors, sensors_raw
 from orchestration.instance import fail_dead_runs, free_dead_run_slots
@@ -53,7 +52,7 @@ def instance_of(context: dg.SensorEvaluationContext) -> dg.DagsterInstance:
     ref = context.instance_ref
     if ref is None:
         return context.instance   # a test's context, built with its instance
-    key = serialize_value(ref)
+    key = dg.serialize_value(ref)
     if key not in _INSTANCES:
         _INSTANCES[key] = dg.DagsterInstance.from_ref(ref)
     return _INSTANCES[key]
