@@ -1,8 +1,6 @@
 """The incidents asset: folds the findings into incident records (assets/incident_fold.py says how),
 only the (signal, entity) groups that changed (assets/incidents_incremental.py), and stores them."""
 
-from pathlib import Path
-
 import dagster as dg
 
 from assets import triage
@@ -24,7 +22,6 @@ from assets.incidents_incremental import fold_incrementally
 from checks.incident_checks import open_gpu_hours_at_risk
 from checks.registry import REGISTRY
 from orchestration import sql
-from orchestration.sinks import AlertJournal, journal_path, mirror_journal
 from orchestration.warehouse import POOL, WarehouseResource
 
 
@@ -68,8 +65,6 @@ def incidents(context: dg.AssetExecutionContext, config: IncidentsConfig, wareho
         summary = sql.frame(con, "incidents_incremental/summary").iloc[0]
         open_ = sql.frame(con, "incidents_incremental/open_incidents")
         recent = sql.frame(con, "incidents_incremental/recent_incidents")
-        # the fold holds the write lock anyway: log delivery attempts a sensor could not mirror
-        mirrored = mirror_journal(con, AlertJournal(journal_path(Path(warehouse.path).parent)))
         gpu_hours_open = open_gpu_hours_at_risk(con)   # each correlated group once (sql/views)
     context.log.info(f"{summary['incidents']} incident(s), {summary['open']} open, {summary['escalations']} escalation(s), "
                      f"from {summary['findings']} finding(s) ({counts['groups_folded']} of {summary['groups']} group(s) folded, "
@@ -83,7 +78,6 @@ def incidents(context: dg.AssetExecutionContext, config: IncidentsConfig, wareho
             "groups_kept": int(summary["groups"]) - counts["groups_folded"],
             "incidents_written": counts["incidents_written"],
             "transitions": int(summary["transitions"]),
-            "alert_attempts_logged": mirrored,
             "gpu_hours_at_risk_open": gpu_hours_open,
             "open_incidents": dg.MetadataValue.md(incidents_table_md(open_)),
             "recent_incidents": dg.MetadataValue.md(incidents_table_md(recent)),

@@ -14,31 +14,13 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from orchestration.commands.common import CliError, run_pipeline, use_home  # noqa: F401  (run_pipeline: tests, bench)
+from orchestration.commands.common import say as _say
 from orchestration.progress import Ticker
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SCENARIO = REPO_ROOT / "simulator" / "scenarios" / "default.yaml"
 DEMO_MARKER = ".goodput-demo"
-# Runs keep their full event logs in the instance (the UI shows them); the terminal gets warnings only.
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-
-
-class CliError(Exception):
-    """An expected failure: printed as one line, exit status 2."""
-
-
-def _say(message: str) -> None:
-    print(message, flush=True)
-
-
-def use_home(home: str | None) -> Path:
-    """Resolve GOODPUT_HOME (flag, then environment, then ./.goodput) and point Dagster at it."""
-    from orchestration.home import ensure_instance, goodput_home
-
-    path = Path(home).resolve() if home else goodput_home()
-    os.environ["GOODPUT_HOME"] = str(path)
-    os.environ["DAGSTER_HOME"] = str(ensure_instance(path))
-    return path
 
 
 def cmd_simulate(args) -> int:
@@ -78,43 +60,6 @@ def _reset_demo_home(home: Path) -> None:
     marker.write_text("This folder is a Goodput demo home; `goodput demo` may reset it.\n")
 
 
-def run_pipeline(home: Path, start, end, progress=_say, keys: list[str] | None = None, alerts: bool = True) -> dict:
-    """Process every hour in [start, end) (or just `keys`, oldest first) through the real Definitions
-    on the home's persistent Dagster instance (so the runs show in `goodput ui`), then fold incidents
-    and deliver alerts (unless `alerts` is False: `goodput backfill --no-alerts`)."""
-    import dagster as dg
-
-    from orchestration.definitions import build_definitions, resources_for
-    from orchestration.instance import open_instance
-    from orchestration.jobs import execute_detect
-    from orchestration.partitions import hour_keys
-    from orchestration.sensors import incident_alerts
-    from orchestration.shards import configured
-
-    defs = build_definitions(home)
-    instance = open_instance()   # a damaged instance database: one line
-    shards = configured(home)
-    keys = sorted(keys) if keys else hour_keys(start, end)
-    with Ticker(total=len(keys)) as ticker:  # on a terminal: a live line with the time left
-        for i, key in enumerate(keys, 1):
-            ticker.update(f"detect {key}")
-            t0 = time.monotonic()
-            runs = execute_detect(defs, shards, key, instance, run_config=QUIET)   # with shards: each shard, then the hour
-            failed = [c.check_name for result in runs for c in result.get_asset_check_evaluations() if not c.passed]
-            ticker.step()
-            line = (f"  [{i:>2}/{len(keys)}] detect {key}  {time.monotonic() - t0:4.1f}s"
-                    + (f"  FAILED: {', '.join(failed)}" if failed else ""))
-            (ticker.say if progress is _say else progress)(line)
-        ticker.update("folding incidents")
-        defs.resolve_job_def("fold_incidents").execute_in_process(instance=instance, run_config=QUIET)
-    if not alerts:
-        return {"partitions": len(keys)}
-    resources = resources_for(home)
-    with dg.build_sensor_context(instance=instance, resources=resources) as context:
-        incident_alerts(context)
-    return {"partitions": len(keys)}
-
-
 def _print_incidents(incidents) -> None:
     if incidents.empty:
         _say("  (no incidents)")
@@ -126,13 +71,13 @@ def _print_incidents(incidents) -> None:
 
 
 def _print_score(table) -> None:
-    width = max([12, *(len(t) + 1 for t in table["fault_type"])])
-    header = (f"  {'fault':<{width}}{'injected':>9}{'detected':>9}{'missed':>7}{'false alarms':>13}"
-              f"{'precision':>10}{'recall':>7}{'delay p50':>10}{'delay p95':>10}")
-    _say(header)
-    for r in table.itertuples():
-        _say(f"  {r.fault_type:<{width}}{r.injected:>9}{r.detected:>9}{r.missed:>7}{r.false_alarms:>13}"
-             f"{r.precision:>10.2f}{r.recall:>7.2f}{_secs(r.delay_median_s):>10}{_secs(r.delay_p95_s):>10}")
+    from tabulate import tabulate
+
+    headers = ["fault", "injected", "detected", "missed", "false alarms", "precision", "recall", "delay p50", "delay p95"]
+    rows = [[r.fault_type, r.injected, r.detected, r.missed, r.false_alarms, f"{r.precision:.2f}", f"{r.recall:.2f}",
+             _secs(r.delay_median_s), _secs(r.delay_p95_s)] for r in table.itertuples()]
+    text = tabulate(rows, headers=headers, tablefmt="plain", disable_numparse=True, colalign=["left"] + ["right"] * 8)
+    _say("\n".join(f"  {line}" for line in text.splitlines()))
 
 
 def _secs(value: float) -> str:
@@ -293,8 +238,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # `python -m orchestration.cli`: run the imported module's main, so that the CliError which
-    # subcommand modules import (orchestration.cli.CliError) is the class main() catches
-    from orchestration.cli import main as _main
-
-    sys.exit(_main())
+    sys.exit(main())

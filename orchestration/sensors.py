@@ -4,8 +4,8 @@ watch Goodput itself (failed runs, stale ticks, stale raw data).
 Sensors run outside runs, so they never hold the warehouse's write lock for long: the alert sensor
 reads pending transitions read-only (a held lock skips the tick), delivers them over HTTP with the
 journal as the record of what was delivered, and only then mirrors the journal into
-`alert_attempts` through a short write connection that gives up at once when a run is writing (the
-next tick, or the next fold, mirrors it). See docs/alerting.md.
+`alert_attempts` through a short write connection that gives up at once when a run is writing (a
+later pass mirrors it). See docs/alerting.md.
 """
 
 import hashlib

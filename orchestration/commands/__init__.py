@@ -2,7 +2,8 @@
 
 Each module here defines `add_parser(sub)` that adds its subcommand(s) to the `goodput` parser and
 sets `func` (taking the parsed args, returning an exit status). List the module in `MODULES`.
-Expected failures raise `orchestration.cli.CliError` (one line on stderr, exit 2).
+Expected failures raise `CliError` (one line on stderr, exit 2); it, `use_home` and the other helpers
+the subcommands share with orchestration/cli.py are in `common` (never imported from the cli).
 """
 
 import importlib

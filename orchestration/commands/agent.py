@@ -15,7 +15,7 @@ import os
 import sys
 from datetime import datetime, timezone
 
-from orchestration.cli import CliError, use_home
+from orchestration.commands.common import CliError, use_home
 
 
 def cmd_agent(args) -> int:

@@ -27,7 +27,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from orchestration.cli import CliError, run_pipeline, use_home
+from orchestration.commands.common import CliError, run_pipeline, use_home
 
 HOUR_FOLDER = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 EARLIEST_PARTITION = datetime(2025, 1, 1, tzinfo=timezone.utc)   # orchestration.partitions.hourly's start

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from orchestration.board_links import DEFAULT_BOARD_PORT
+from orchestration.commands.common import use_home
 
 
 def add_parser(sub) -> None:
@@ -44,8 +45,6 @@ def _dagster_url() -> str | None:
 
 
 def cmd_board(args) -> int:
-    from orchestration.cli import use_home
-
     home = use_home(args.home)
     print(f"Goodput board for {home} on http://{args.host}:{args.port}  (Ctrl-C to stop)", flush=True)
     serve(home, args.host, args.port, args.dagster_url or _dagster_url())

@@ -15,7 +15,7 @@ A file of the wrong kind stops the import before anything is written: one line, 
 
 from __future__ import annotations
 
-from orchestration.cli import CliError, use_home
+from orchestration.commands.common import CliError, use_home
 
 KINDS = ["tensorboard", "megatron", "hf-trainer", "predictions", "nvidia-smi", "dcgmi", "kernel-xid"]
 

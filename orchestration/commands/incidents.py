@@ -7,7 +7,7 @@ import argparse
 import contextlib
 import json
 
-from orchestration.cli import CliError, use_home
+from orchestration.commands.common import CliError, use_home
 
 LIST_SQL = """
 SELECT incident_id, tier, status, title, onset, last_seen, gpu_hours_at_risk, owner, correlation_id

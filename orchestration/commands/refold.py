@@ -9,6 +9,8 @@ of the fold's code or settings (which also refolds by itself), or to check the i
 
 from __future__ import annotations
 
+from orchestration.commands.common import QUIET, CliError, use_home
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("refold", help="fold every finding into incidents again (full refold)")
@@ -19,8 +21,6 @@ def add_parser(sub) -> None:
 
 def cmd_refold(args) -> int:
     import dagster as dg
-
-    from orchestration.cli import QUIET, CliError, use_home
 
     home = use_home(args.home)   # before the code location loads: its partitions start from GOODPUT_HOME
     from assets import incident_fold as full

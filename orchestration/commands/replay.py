@@ -13,6 +13,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from orchestration.commands.common import CliError, use_home
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("replay", help="replay a scenario in simulated time under the real sensor; report delays per tier")
@@ -28,8 +30,6 @@ def add_parser(sub) -> None:
 
 
 def parse_latency(items: list[str]) -> dict[str, float]:
-    from orchestration.cli import CliError
-
     latency = {}
     for item in items:
         source, sep, value = item.partition("=")
@@ -46,7 +46,6 @@ def parse_latency(items: list[str]) -> dict[str, float]:
 def cmd_replay(args) -> int:
     from datetime import timedelta
 
-    from orchestration.cli import CliError, use_home
     from orchestration.home import raw_root
     from orchestration.progress import Ticker
     from simulator import ScenarioError, load_scenario, simulate

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import duckdb
 
+from orchestration.commands.common import CliError, use_home
+
 FILE_MODE = 0o644   # a report is for sharing: the owner writes, the group (and others) read
 
 
@@ -52,7 +54,6 @@ def write(path: Path, text: str) -> None:
 def cmd_report(args) -> int:
     from board.app import Board
     from orchestration.board_links import board_url_from_env
-    from orchestration.cli import CliError, use_home
     from orchestration.home import warehouse_path
     from orchestration.warehouse import WarehouseBusy, warehouse_for
 

@@ -20,6 +20,7 @@ import uuid
 
 import duckdb
 
+from orchestration.commands.common import CliError, use_home
 from orchestration.progress import Ticker
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
@@ -41,7 +42,6 @@ def add_parser(sub) -> None:
 
 
 def cmd_sql(args) -> int:
-    from orchestration.cli import CliError, use_home
     from orchestration.home import warehouse_path
     from orchestration.warehouse import WarehouseBusy, warehouse_for
 
@@ -71,8 +71,6 @@ def cmd_sql(args) -> int:
 
 def _query(warehouse, query: str, wait_seconds: float) -> tuple[list[str], list[tuple]]:
     """(columns, rows) of one query on a short-lived read-only connection."""
-    from orchestration.cli import CliError
-
     with warehouse.connect(analyst=True, wait_seconds=wait_seconds) as con:   # no file-system access
         try:
             cursor = con.execute(query)
