@@ -1,22 +1,20 @@
 """Loads the SQL files under `sql/` and runs them with bound parameters.
 
 SQL lives in files, one purpose each; Python only names a file and passes `$name` parameters.
-A file may hold several statements separated by `;` at the end of a line; each statement gets
-only the parameters it mentions, because DuckDB rejects unused ones.
+A file may hold several statements separated by `;`; DuckDB's own parser splits them and names
+each one's `$parameters`, and each statement gets only the ones it mentions, because DuckDB
+rejects unused ones. Parses are cached: per file, and per text for the filled templates.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
 SQL_ROOT = Path(__file__).resolve().parent.parent / "sql"
-_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-_COMMENT = re.compile(r"--[^\n]*")
 
 
 @functools.cache
@@ -42,13 +40,15 @@ def statements(name: str) -> tuple[str, ...]:
 
 
 def split_statements(text: str) -> tuple[str, ...]:
-    """The statements of a SQL text (`;` at the end of a line ends one), comments kept, empty ones dropped."""
-    parts = re.split(r";[ \t]*(?:--[^\n]*)?\n", text + "\n")
-    return tuple(p for p in (s.strip() for s in parts) if _has_code(p))
+    """The statements of a SQL text as DuckDB's parser splits it, comments kept, empty ones dropped."""
+    return tuple(statement for statement, _ in _parsed(text))
 
 
-def _has_code(statement: str) -> bool:
-    return any(line.strip() and not line.strip().startswith("--") for line in statement.splitlines())
+@functools.lru_cache(maxsize=1024)
+def _parsed(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """Each statement of `text` (stripped, its closing `;` dropped) with the `$parameters` it names."""
+    return tuple((s.query.strip().rstrip(";").rstrip(), frozenset(s.named_parameters))
+                 for s in duckdb.extract_statements(text))
 
 
 def run(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None):
@@ -65,19 +65,19 @@ def execute_text(con: duckdb.DuckDBPyConnection, statement: str, params: dict[st
 
 
 def _execute(con: duckdb.DuckDBPyConnection, stmt: str, params: dict[str, Any]):
-    mentioned = set(_PARAM.findall(_COMMENT.sub("", stmt)))
-    used = {k: params[k] for k in mentioned if k in params}
+    used = {k: params[k] for k in _names(stmt) if k in params}
     return con.execute(stmt, used) if used else con.execute(stmt)
 
 
 def bound(name: str, params: dict[str, Any]) -> dict[str, Any]:
     """The `params` that `sql/<name>.sql` mentions: the values its result depends on."""
-    return {k: params[k] for k in sorted(_mentions(name)) if k in params}
+    return {k: params[k] for k in sorted(_names(sql_text(name))) if k in params}
 
 
-@functools.cache
-def _mentions(name: str) -> frozenset[str]:
-    return frozenset(p for stmt in statements(name) for p in _PARAM.findall(_COMMENT.sub("", stmt)))
+@functools.lru_cache(maxsize=1024)
+def _names(text: str) -> frozenset[str]:
+    """The `$parameters` the statements of `text` name (DuckDB's parser reads them: never in a comment or string)."""
+    return frozenset().union(*(names for _, names in _parsed(text)))
 
 
 def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None):

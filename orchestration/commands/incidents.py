@@ -7,6 +7,8 @@ import argparse
 import contextlib
 import json
 
+from tabulate import tabulate
+
 from orchestration.commands.common import CliError, use_home
 
 LIST_SQL = """
@@ -44,10 +46,10 @@ def cmd_list(args) -> int:
         print(f"no {'' if args.status == 'all' else args.status + ' '}incidents in {home}")
         _print_not_judged(unjudged)
         return 0
-    print(f"{'incident':<21}{'tier':<6}{'status':<10}{'onset':<21}{'last seen':<21}{'GPU-h':>8}  {'owner':<9}title")
-    for r in rows.itertuples():
-        print(f"{r.incident_id:<21}{r.tier:<6}{r.status:<10}{r.onset:%Y-%m-%d %H:%M:%S}  {r.last_seen:%Y-%m-%d %H:%M:%S}  "
-              f"{r.gpu_hours_at_risk or 0:>8.2f}  {r.owner:<9}{r.title}")
+    listed = [(r.incident_id, r.tier, r.status, f"{r.onset:%Y-%m-%d %H:%M:%S}", f"{r.last_seen:%Y-%m-%d %H:%M:%S}",
+               f"{r.gpu_hours_at_risk or 0:.2f}", r.owner, r.title) for r in rows.itertuples()]
+    print(tabulate(listed, headers=["incident", "tier", "status", "onset", "last seen", "GPU-h", "owner", "title"],
+                   tablefmt="plain", disable_numparse=True, colalign=["left"] * 5 + ["right", "left", "left"]))
     _print_not_judged(unjudged)
     return 0
 

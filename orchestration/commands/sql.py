@@ -19,6 +19,7 @@ import sys
 import uuid
 
 import duckdb
+from tabulate import tabulate
 
 from orchestration.commands.common import CliError, use_home
 from orchestration.progress import Ticker
@@ -129,16 +130,10 @@ def format_table(columns: list[str], rows: list[tuple], max_rows: int = 0, max_w
     cells = [[_cut(_cell(v), max_width) for v in row] for row in shown]
     numeric = [all(isinstance(row[i], int | float | decimal.Decimal) or row[i] is None for row in shown) and bool(shown)
                for i in range(len(columns))]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-
-    def line(values):
-        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
-
-    lines = [line(columns), "  ".join("-" * w for w in widths)]
-    lines += [line(r) for r in cells]
+    table = tabulate(cells, headers=columns, tablefmt="simple", disable_numparse=True,
+                     colalign=["right" if num else "left" for num in numeric])
     more = f", {len(shown)} shown (--max-rows)" if len(shown) < len(rows) else ""
-    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''}{more})")
-    return "\n".join(lines) + "\n"
+    return f"{table}\n({len(rows)} row{'s' if len(rows) != 1 else ''}{more})\n"
 
 
 def _cut(text: str, width: int) -> str:
