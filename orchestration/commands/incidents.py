@@ -11,14 +11,6 @@ from tabulate import tabulate
 
 from orchestration.commands.common import CliError, use_home
 
-LIST_SQL = """
-SELECT incident_id, tier, status, title, onset, last_seen, gpu_hours_at_risk, owner, correlation_id
-FROM incidents
-WHERE ($status = 'all' OR status = $status) AND ($tier IS NULL OR tier = $tier)
-ORDER BY status = 'open' DESC, tier, opened DESC, incident_id
-LIMIT $limit
-"""
-
 
 @contextlib.contextmanager
 def _connect(home):
@@ -40,7 +32,7 @@ def cmd_list(args) -> int:
 
     home = use_home(args.home)
     with _connect(home) as con:
-        rows = con.execute(LIST_SQL, {"status": args.status, "tier": args.tier, "limit": args.limit}).df()
+        rows = sql.frame(con, "incidents/list", {"status": args.status, "tier": args.tier, "limit": args.limit})
         unjudged = sql.frame(con, "incidents/not_judged")
     if rows.empty:
         print(f"no {'' if args.status == 'all' else args.status + ' '}incidents in {home}")
