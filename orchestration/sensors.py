@@ -20,10 +20,12 @@ import duckdb
 import pandas as pd
 
 from orchestration import monitor_incidents, sql
+from orchestration.alerting.config import AlertingConfigError
+from orchestration.alerting.journal import mirror_journal
+from orchestration.alerting.resource import AlertingResource
 from orchestration.board_links import alert_links
 from orchestration.jobs import detect_job, incidents_job
 from orchestration.raw_zone import RawZoneResource
-from orchestration.sinks import AlertingConfigError, AlertingResource, mirror_journal
 from orchestration.warehouse import WarehouseBusy, WarehouseMissing, WarehouseResource
 
 MONITOR_FAMILY = "monitor"

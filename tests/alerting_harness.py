@@ -14,8 +14,8 @@ import yaml
 
 from assets.incidents import incidents
 from orchestration import sensors
+from orchestration.alerting.resource import alerting_resource_for as alerting_for
 from orchestration.sensors import incident_alerts
-from orchestration.sinks import alerting_resource_for as alerting_for
 from orchestration.warehouse import WarehouseResource
 from tests.helpers import _hang, _store, evaluated, finding
 

@@ -20,8 +20,9 @@ import checks
 from assets.incidents import incidents
 from checks.registry import OWNERS, REGISTRY, TIERS, playbooks
 from orchestration import sensors
+from orchestration.alerting.config import AlertingConfigError, load_config
+from orchestration.alerting.payloads import pagerduty_event, slack_message
 from orchestration.sensors import goodput_run_failures, goodput_staleness, incident_alerts
-from orchestration.sinks import AlertingConfigError, load_config, pagerduty_event, slack_message
 from tests.alerting_harness import REPO, SECRET_KEY, SINK_PATHS, TWO_EPISODES, clock, fold_hangs, home, loopback, resources, table, tick  # noqa: F401  (fixtures)
 from tests.helpers import _store, evaluated
 

@@ -87,9 +87,9 @@ def suppress_history(home: Path, until: datetime) -> int:
     (grouped per event as the sinks would get them: orchestration/alerting/grouping.py)."""
     from orchestration.alerting.grouping import notifications
     from orchestration.alerting.journal import finished
+    from orchestration.alerting.payloads import dedup_key
     from orchestration.definitions import resources_for
     from orchestration.sensors import incident_transitions
-    from orchestration.sinks import dedup_key
 
     resources = resources_for(home)
     alerting, config = resources["alerting"], resources["alerting"].config()

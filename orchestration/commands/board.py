@@ -36,7 +36,7 @@ def serve(home, host: str, port: int, dagster_url: str | None) -> None:
 def _dagster_url() -> str | None:
     import os
 
-    from orchestration.sinks import DEFAULT_CONFIG, AlertingConfigError, load_config
+    from orchestration.alerting.config import DEFAULT_CONFIG, AlertingConfigError, load_config
 
     try:
         return load_config(os.environ.get("GOODPUT_ALERTING") or DEFAULT_CONFIG).ui_url()

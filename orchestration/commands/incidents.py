@@ -66,7 +66,7 @@ def _print_not_judged(rows, limit: int = 12) -> None:
 
 
 def cmd_show(args) -> int:
-    from orchestration.sinks import AlertJournal, journal_path
+    from orchestration.alerting.journal import AlertJournal, journal_path
 
     home = use_home(args.home)
     with _connect(home) as con:

@@ -9,7 +9,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from orchestration.sinks import AlertingConfig, AlertJournal, deliver, pagerduty_event, slack_message
+from orchestration.alerting.config import AlertingConfig
+from orchestration.alerting.delivery import deliver
+from orchestration.alerting.journal import AlertJournal
+from orchestration.alerting.payloads import pagerduty_event, slack_message
 
 pytestmark = pytest.mark.fault_injection
 

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestration.alerting.config import AlertingConfig
+from orchestration.alerting.delivery import deliver, http_client
 from orchestration.alerting.journal import AlertJournal, append_jsonl, read_jsonl
-from orchestration.sinks import AlertingConfig, deliver, http_client
 
 pytestmark = pytest.mark.fault_injection
 
