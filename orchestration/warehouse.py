@@ -35,12 +35,12 @@ import hashlib
 import logging
 import os
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import duckdb
+import tenacity
 
 from orchestration import progress, warehouse_lake
 from orchestration.home import warehouse_path
@@ -321,31 +321,30 @@ class WarehouseResource(dg.ConfigurableResource):
     @staticmethod
     def _open(path: Path, read_only: bool, wait_seconds: float, config: dict | None,
               retry: WarehouseResource | None) -> duckdb.DuckDBPyConnection:
-        deadline = time.monotonic() + wait_seconds
-        delay = 0.05
+        """Connect, waiting up to `wait_seconds` (backoff 0.05 s doubling to 1 s) while another process holds
+        the write lock; then `WarehouseLocked` in a step (`retry`), else `WarehouseBusy`."""
         notice = progress.waiting(f"the warehouse {path}: a Goodput run holds its write lock (up to {wait_seconds:g}s)")
-        while True:
-            try:
-                return duckdb.connect(str(path), read_only=read_only, config=config or {})
-            except duckdb.IOException as error:
-                if not _is_lock_error(error):
-                    raise WarehouseDamaged(
-                        f"{path} is not a readable DuckDB warehouse ({' '.join(str(error).split())[:160]}): restore it "
-                        "from a backup, or move it aside and delete "
-                        f"{marker_path(path)}, then re-run its hours from the raw zone") from None
-                notice.poll()   # the CLI says what it waits for after 2 s, piped or not
-                if time.monotonic() >= deadline:
-                    holder = lock_holder(error)
-                    if retry is not None:
-                        raise WarehouseLocked(
-                            f"{path} is locked by {holder}; the step waits without the `{POOL}` pool slot and "
-                            f"retries in {retry.lock_retry_seconds:g}s (up to {retry.lock_retries} times)",
-                            max_retries=retry.lock_retries, seconds_to_wait=retry.lock_retry_seconds) from error
-                    busy = WarehouseBusy(f"{path} is locked by {holder}; try again shortly")
-                    busy.holder = holder
-                    raise busy from error
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+        connect = tenacity.Retrying(
+            stop=tenacity.stop_after_delay(wait_seconds), wait=tenacity.wait_exponential(multiplier=0.05, max=1.0),
+            retry=tenacity.retry_if_exception(lambda e: isinstance(e, duckdb.IOException) and _is_lock_error(e)),
+            before_sleep=lambda _: notice.poll(), reraise=True)   # the CLI says what it waits for after 2 s
+        try:
+            return connect(duckdb.connect, str(path), read_only=read_only, config=config or {})
+        except duckdb.IOException as error:
+            if not _is_lock_error(error):
+                raise WarehouseDamaged(
+                    f"{path} is not a readable DuckDB warehouse ({' '.join(str(error).split())[:160]}): restore it "
+                    "from a backup, or move it aside and delete "
+                    f"{marker_path(path)}, then re-run its hours from the raw zone") from None
+            holder = lock_holder(error)
+            if retry is not None:
+                raise WarehouseLocked(
+                    f"{path} is locked by {holder}; the step waits without the `{POOL}` pool slot and "
+                    f"retries in {retry.lock_retry_seconds:g}s (up to {retry.lock_retries} times)",
+                    max_retries=retry.lock_retries, seconds_to_wait=retry.lock_retry_seconds) from error
+            busy = WarehouseBusy(f"{path} is locked by {holder}; try again shortly")
+            busy.holder = holder
+            raise busy from error
 
 
 def duckdb_threads(configured: int = 0, environ=None) -> dict:
