@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Literal
 
 import pydantic
-import yaml
+
+from sources.config_file import ConfigError, load_model
 
 DEFAULT_TABLE = Path(__file__).with_name("peak_flops.yaml")
 PRECISIONS = ("bf16", "fp16", "fp8", "tf32", "fp32")
 
 
-class PeakFlopsError(ValueError):
+class PeakFlopsError(ConfigError):
     """A peak FLOPs file that does not validate: `file: key: problem; fix`."""
 
 
@@ -41,17 +42,10 @@ class PeakTable(pydantic.BaseModel):
 
 def _load(path: Path) -> PeakTable:
     try:
-        data = yaml.safe_load(path.read_text()) or {"gpus": []}
-    except (OSError, yaml.YAMLError) as error:
-        raise PeakFlopsError(f"{path}: cannot read: {' '.join(str(error).split())}; fix the YAML") from None
-    try:
-        return PeakTable.model_validate(data)
-    except pydantic.ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(top)"
-        raise PeakFlopsError(
-            f"{path}: {where}: {first['msg']}; write `gpus: [{{match: \"h100\", tflops: {{bf16: 989.4}}}}]` "
-            f"with precisions from {', '.join(PRECISIONS)}") from None
+        return load_model(path, PeakTable, empty={"gpus": []})
+    except ConfigError as error:
+        raise PeakFlopsError(f"{error}; write `gpus: [{{match: \"h100\", tflops: {{bf16: 989.4}}}}]` "
+                             f"with precisions from {', '.join(PRECISIONS)}") from None
 
 
 def peak_table(home: str | Path | None = None) -> dict[tuple[str, str], float]:

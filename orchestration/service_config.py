@@ -36,8 +36,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from sources.config_file import ConfigError, load_model
 
 
 class _Strict(BaseModel):
@@ -99,7 +100,7 @@ class ServiceSettings(_Strict):
     retention: RetentionSettings = RetentionSettings()
 
 
-class ServiceConfigError(ValueError):
+class ServiceConfigError(ConfigError):
     """service.yaml is not valid: the message names the file and the key."""
 
 
@@ -112,8 +113,6 @@ def load_service_settings(home: Path) -> ServiceSettings:
     if not path.exists():
         return ServiceSettings()
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-        return ServiceSettings.model_validate(data)
-    except (yaml.YAMLError, ValidationError) as error:
-        first = str(error).splitlines()
-        raise ServiceConfigError(f"{path}: {' '.join(first[:3])} (fix or remove the key; see docs/service.md)") from None
+        return load_model(path, ServiceSettings, empty={})
+    except ConfigError as error:
+        raise ServiceConfigError(f"{error} (fix or remove the key; see docs/service.md)") from None

@@ -42,7 +42,7 @@ def test_a_site_extends_and_overrides_the_table(tmp_path):
     ("gpus:\n  - {match: h100, tflops: {bf16: -1}}\n", "gpus.0.tflops.bf16"),
     ("gpus:\n  - {match: h100, tflops: {int4: 10}}\n", "gpus.0.tflops.int4"),
     ("gpus:\n  - {name: h100, tflops: {bf16: 10}}\n", "gpus.0"),
-    ("gpus: [\n", "cannot read"),
+    ("gpus: [\n", "not valid YAML"),
 ])
 def test_a_bad_table_is_one_line_naming_the_file_and_the_key(tmp_path, text, where):
     (tmp_path / "peak_flops.yaml").write_text(text)
