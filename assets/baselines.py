@@ -69,9 +69,7 @@ def replace_shard_series(con: duckdb.DuckDBPyConnection, name: str, shard: Shard
     if SHARD_ROWS not in text:
         raise RuntimeError(f"sql/baselines/{name}.sql has no {SHARD_ROWS} marker: it cannot run per shard")
     with transaction(con):
-        for statement in sql.split_statements(text.replace(SHARD_ROWS, SHARD_FILTER)):
-            result = sql.execute_text(con, statement, params)
-        rows = result.fetchone()[0]
+        rows = sql.execute_text(con, text.replace(SHARD_ROWS, SHARD_FILTER), params).fetchone()[0]
     return {name: rows, "recomputed_from": str(start), "shard": shard.name}
 
 

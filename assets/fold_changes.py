@@ -127,8 +127,7 @@ def checkpoint_changes(con, digest_was) -> LineageChange:
     con.register("changed_runs", runs)
     try:
         moved = sql.execute_text(con, _with_checkpoints("checkpoints_changed")).df()
-        for statement in sql.split_statements(_with_checkpoints("checkpoints_store")):
-            sql.execute_text(con, statement)
+        sql.execute_text(con, _with_checkpoints("checkpoints_store"))
     finally:
         con.unregister("changed_runs")
     if moved.empty:

@@ -165,8 +165,7 @@ def _ingest_clean(con: duckdb.DuckDBPyConnection, table: str, fields: dict[str, 
             return None
         try:
             with transaction(con, file_stats=file_stats):
-                for statement in sql.split_statements(write):
-                    sql.execute_text(con, statement, params)
+                sql.execute_text(con, write, params)
         except duckdb.Error as error:
             if _NEEDS_FULL_PARSE in str(error):
                 return None

@@ -176,8 +176,7 @@ def ingest_appended(con: duckdb.DuckDBPyConnection, source: RawSource, work: lis
              if any(w.partial for w in work) else ("ingest_append/insert_rows", "ingest_append/file_log_added"))
     with transaction(con, appended=appended, touched=touched, offsets=offsets):
         for name in steps:
-            for stmt in sql.split_statements(_template(name, source.table, keep_raw)):
-                sql.execute_text(con, stmt, params)
+            sql.execute_text(con, _template(name, source.table, keep_raw), params)
         sql.run(con, "ingest_append/offsets_replace", {"source": source.folder, "start": start, "whole": False})
         mark_changed(con, source.table, *con.execute("SELECT min(time), max(time) FROM parsed WHERE reason IS NULL").fetchone())
         loaded, quarantined = con.execute(

@@ -5,7 +5,7 @@
 
 Simulates the scenario in a subprocess (unless --home already holds it), then runs the `detect`
 job once per hourly partition on the home's Dagster instance, oldest first, the way
-`orchestration.cli.run_pipeline` (and a Dagster backfill) does, then `fold_incidents` once. Prints
+`orchestration.commands.common.run_pipeline` (and a Dagster backfill) does, then `fold_incidents` once. Prints
 the time per partition (median, max), the total, the rows in the warehouse, and this process's peak
 RSS (DuckDB's native memory included). The default scenario is 24 hours of a 1,024-rank run
 (`bench/scenarios/backfill_1024_24h.yaml`); `--quick` backfills the 1-hour CI scenario in seconds.
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _measure(args, path: Path, scenario, home: Path) -> int:
-    from orchestration.cli import use_home
+    from orchestration.commands.common import use_home
     from orchestration.home import warehouse_path
     from orchestration.warehouse import WarehouseResource, remove_warehouse
 
@@ -132,7 +132,7 @@ def _measure(args, path: Path, scenario, home: Path) -> int:
 DEMO_LOOP = """
 import sys
 from datetime import datetime
-from orchestration.cli import run_pipeline, use_home
+from orchestration.commands.common import run_pipeline, use_home
 home = use_home(sys.argv[1])
 run_pipeline(home, datetime.fromisoformat(sys.argv[2]), datetime.fromisoformat(sys.argv[3]), progress=lambda _l: None)
 """
@@ -166,7 +166,7 @@ def _compare(args, path: Path, scenario, home: Path) -> int:
     goodput = [sys.executable, "-m", "orchestration.cli"]
     ways = {
         "goodput backfill --hours-with-data": goodput + ["backfill", "--hours-with-data", "--home", str(home)],
-        "demo loop (cli.run_pipeline)": [sys.executable, "-c", DEMO_LOOP, str(home), scenario.start.isoformat(),
+        "demo loop (commands.common.run_pipeline)": [sys.executable, "-c", DEMO_LOOP, str(home), scenario.start.isoformat(),
                                          scenario.end.isoformat()],
     }
     rows, counts = [], {}

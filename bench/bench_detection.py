@@ -3,7 +3,7 @@
     python bench/bench_detection.py [--quick] [--scenario FILE ...] [--out FILE.json] [--keep DIR [--reuse]]
 
 For each scenario: simulate it into a fresh home, process every hour through the real Definitions
-exactly as `goodput demo` does (`orchestration.cli.run_pipeline`: the `detect` job per hour, then
+exactly as `goodput demo` does (`orchestration.commands.common.run_pipeline`: the `detect` job per hour, then
 `fold_incidents` and the alert sensor), read the incidents, evaluate the baseline rules
 (bench/baseline.py, sql/bench/) on the same warehouse, and score both with the shared scorer
 (`orchestration.scoring.score`). Prints, across all scenarios, one side-by-side markdown table per
@@ -56,7 +56,7 @@ def _quiet(_line: str) -> None:
 def run_scenario(path: Path, home: Path, reuse: bool = False) -> dict:
     """Simulate, process through the Definitions, and return truth, both incident sets and timings.
     With `reuse`, a home that `--keep` left processed is scored again as it is (timings 0)."""
-    from orchestration.cli import run_pipeline, use_home
+    from orchestration.commands.common import run_pipeline, use_home
     from orchestration.home import warehouse_path
     from orchestration.scoring import opened_incidents
     from orchestration.warehouse import WarehouseResource

@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 ONE = """
 import json, sys, time
 from pathlib import Path
-from orchestration.cli import use_home
+from orchestration.commands.common import use_home
 home = Path(sys.argv[1])
 use_home(str(home))
 if sys.argv[2] == "plain":

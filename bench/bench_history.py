@@ -94,7 +94,7 @@ def rerun(home: Path, key: str) -> dict:
 
 def rerun_here(home: Path, key: str) -> dict:
     """In this process: the detect run of `key` and a fold, timed (imports and set-up excluded)."""
-    from orchestration.cli import use_home
+    from orchestration.commands.common import use_home
 
     use_home(str(home))
     return run_hour(*jobs(home), key)
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rerun:
         print(json.dumps(rerun_here(Path(args.rerun), args.partition)))
         return 0
-    from orchestration.cli import use_home
+    from orchestration.commands.common import use_home
     from simulator import load_scenario
 
     scenario = load_scenario(Path(args.scenario))

@@ -7,7 +7,7 @@ Every detection scenario by default: simulator/scenarios/faults.yaml and every
 bench/scenarios/detection_*.yaml (found when the bench starts, so a scenario added later is in).
 Each is simulated into a fresh home `ROOT/<scenario>` (or, with `--reuse`, read as already processed
 by this code; `--resume` processes only those not yet finished) and every hour is processed through
-the real Definitions (`orchestration.cli.run_pipeline`, as `goodput demo`). Per scenario, and over
+the real Definitions (`orchestration.commands.common.run_pipeline`, as `goodput demo`). Per scenario, and over
 all of them, it reports:
 
 - pages per injected event: for each fault whose incidents (the shared scorer's match) reach the
@@ -55,7 +55,7 @@ def default_scenarios() -> list[Path]:
 
 
 def process(scenario_path: Path, home: Path) -> dict:
-    from orchestration.cli import run_pipeline, use_home
+    from orchestration.commands.common import run_pipeline, use_home
     from simulator import load_scenario, simulate
 
     scenario = load_scenario(scenario_path)

@@ -81,7 +81,7 @@ def windows(truth: pd.DataFrame, types: set[str], before: float, after: float) -
 
 def run_one(path: Path, root: Path, sensor: str, tail: float, window_tier: str | None = None,
             before: float = 2.0, after: float = 6.0) -> dict:
-    from orchestration.cli import use_home
+    from orchestration.commands.common import use_home
     from orchestration.replay import replay
     from orchestration.scoring import load_truth
     from simulator import load_scenario, simulate
@@ -185,7 +185,7 @@ def main() -> int:
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="goodput-bench-replay-"))
     # the code location's partitions start from GOODPUT_HOME's raw zone when it loads: load it for the
     # first replay home (empty, as every home a replay grows), never for a GOODPUT_HOME inherited from the caller
-    from orchestration.cli import use_home
+    from orchestration.commands.common import use_home
     from simulator import load_scenario
 
     use_home(str(root / f"{load_scenario(paths[0]).name}-home"))

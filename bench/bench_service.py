@@ -54,7 +54,7 @@ def hourly_costs(ticks, end) -> dict[str, list]:
 def main() -> int:
     import pandas as pd
 
-    from orchestration.cli import use_home
+    from orchestration.commands.common import use_home
     from orchestration.replay import replay, tier_table
     from simulator import load_scenario, simulate
 

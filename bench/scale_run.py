@@ -151,7 +151,7 @@ def use_lake(home: Path, args) -> dict[str, str]:
 
 
 def prepare(home: Path, args) -> dict:
-    from orchestration.cli import use_home
+    from orchestration.commands.common import use_home
     from orchestration.warehouse import warehouse_for
 
     if args.pg:
@@ -165,7 +165,7 @@ def prepare(home: Path, args) -> dict:
 
 
 def embedded(home: Path, args) -> dict:
-    from orchestration.cli import use_home
+    from orchestration.commands.common import use_home
 
     if args.pg:
         use_lake(home, args)   # only service.yaml's warehouse is used: the instance stays the home's SQLite one

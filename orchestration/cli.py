@@ -14,8 +14,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from orchestration.commands.common import CliError, run_pipeline, use_home  # noqa: F401  (run_pipeline: tests, bench)
-from orchestration.commands.common import say as _say
+from orchestration.commands.common import CliError, run_pipeline, say, use_home
 from orchestration.progress import Ticker
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +33,7 @@ def cmd_simulate(args) -> int:
         ticker.update(f"simulating {scenario.name}")
         summary = simulate(scenario, Path(args.out))
     rows = ", ".join(f"{n:,} {k}" for k, n in summary["rows"].items())
-    _say(f"simulated {scenario.name}: {summary['files']} files ({rows}), {summary['faults']} fault(s) -> {args.out}")
+    say(f"simulated {scenario.name}: {summary['files']} files ({rows}), {summary['faults']} fault(s) -> {args.out}")
     return 0
 
 
@@ -62,11 +61,11 @@ def _reset_demo_home(home: Path) -> None:
 
 def _print_incidents(incidents) -> None:
     if incidents.empty:
-        _say("  (no incidents)")
+        say("  (no incidents)")
         return
     for r in incidents.itertuples():
-        _say(f"  {r.incident_id}  [{r.tier}] {r.status:<8} {r.title}")
-        _say(f"      onset {r.onset}  opened {r.opened}  last seen {r.last_seen}  "
+        say(f"  {r.incident_id}  [{r.tier}] {r.status:<8} {r.title}")
+        say(f"      onset {r.onset}  opened {r.opened}  last seen {r.last_seen}  "
              f"GPUs {', '.join(r.gpus)}  checkpoint {r.checkpoint}  {r.gpu_hours_at_risk:.2f} GPU-h at risk  owner {r.owner}")
 
 
@@ -77,7 +76,7 @@ def _print_score(table) -> None:
     rows = [[r.fault_type, r.injected, r.detected, r.missed, r.false_alarms, f"{r.precision:.2f}", f"{r.recall:.2f}",
              _secs(r.delay_median_s), _secs(r.delay_p95_s)] for r in table.itertuples()]
     text = tabulate(rows, headers=headers, tablefmt="plain", disable_numparse=True, colalign=["left"] + ["right"] * 8)
-    _say("\n".join(f"  {line}" for line in text.splitlines()))
+    say("\n".join(f"  {line}" for line in text.splitlines()))
 
 
 def _secs(value: float) -> str:
@@ -111,32 +110,32 @@ def cmd_demo(args) -> int:
     with Ticker() as ticker:
         ticker.update(f"1/3 simulating {scenario.name}")
         summary = simulate(scenario, home)
-    _say(f"1/3 simulated {scenario.name}: {summary['files']} raw files, "
+    say(f"1/3 simulated {scenario.name}: {summary['files']} raw files, "
          + ", ".join(f"{n:,} {k}" for k, n in summary["rows"].items()) + f", {summary['faults']} injected fault(s)")
     if args.shards:   # issue 21: each hour's per-host work in partitions of hour x shard (docs/deploy.md)
         write_demo_shards(home, scenario.cluster.host_names, args.shards)
-        _say(f"    {args.shards} shard(s) of hosts in {home / 'service.yaml'}")
+        say(f"    {args.shards} shard(s) of hosts in {home / 'service.yaml'}")
     end = min(scenario.end, scenario.start + timedelta(hours=args.hours)) if args.hours else scenario.end
     if args.deployment == "distributed":   # issue 21: PostgreSQL, Redis, Celery workers (docs/deploy.md)
         from orchestration.commands.distributed import demo_distributed
 
-        incidents, counts = demo_distributed(home, scenario.start, end, args, _say)
+        incidents, counts = demo_distributed(home, scenario.start, end, args, say)
     else:
-        _say(f"2/3 processing {scenario.start:%Y-%m-%d %H:%M} .. {end:%H:%M} UTC through the Dagster definitions")
+        say(f"2/3 processing {scenario.start:%Y-%m-%d %H:%M} .. {end:%H:%M} UTC through the Dagster definitions")
         run_pipeline(home, scenario.start, end)
         incidents, counts = opened_incidents(home)
-    _say("3/3 done. Rows ingested: " + ", ".join(f"{n:,} {k}" for k, n in counts.items()))
-    _say(f"\nIncidents ({len(incidents)}):")
+    say("3/3 done. Rows ingested: " + ", ".join(f"{n:,} {k}" for k, n in counts.items()))
+    say(f"\nIncidents ({len(incidents)}):")
     _print_incidents(incidents)
     table = score(load_truth(home / "ground_truth.jsonl"), incidents)
-    _say("\nScore against ground truth:")
+    say("\nScore against ground truth:")
     _print_score(table)
     alerts = home / "alerts" / "alerts.jsonl"
-    _say(f"\nAlerts delivered to {alerts}")
+    say(f"\nAlerts delivered to {alerts}")
     goodput = "goodput" if shutil.which("goodput") else sys.argv[0]
-    _say(f"Demo finished in {time.monotonic() - started:.0f}s. Browse it all with:  {goodput} ui --home {home}")
+    say(f"Demo finished in {time.monotonic() - started:.0f}s. Browse it all with:  {goodput} ui --home {home}")
     if args.deployment != "distributed":
-        _say(f"Query it read-only from Python:  duckdb.connect('{home / 'warehouse.duckdb'}', read_only=True)")
+        say(f"Query it read-only from Python:  duckdb.connect('{home / 'warehouse.duckdb'}', read_only=True)")
     return 0
 
 
@@ -157,8 +156,8 @@ def cmd_ui(args) -> int:
     # links in check metadata and alerts open the incident board unless GOODPUT_BOARD_URL says otherwise
     board_url = f"http://{args.host}:{args.board_port}"
     os.environ.setdefault("GOODPUT_BOARD_URL", board_url)
-    _say(f"Incident board for {home} on {board_url}")
-    _say(f"Dagster UI for {home} on http://{args.host}:{args.port}  (Ctrl-C to stop)")
+    say(f"Incident board for {home} on {board_url}")
+    say(f"Dagster UI for {home} on http://{args.host}:{args.port}  (Ctrl-C to stop)")
     # the webserver, the daemon, one code server and the board (not `dagster dev`: its proxy code
     # server and one-second polls cost more than the whole idle budget, orchestration/ui_service.py),
     # watched by a fresh process that imports no Dagster (this one holds ~200 MB of it)
@@ -172,7 +171,7 @@ def cmd_signals(args) -> int:
     import checks.signals  # noqa: F401
     from checks.registry import signal_table
 
-    _say(signal_table())
+    say(signal_table())
     return 0
 
 

@@ -99,7 +99,7 @@ def replay(staging: Path, home: Path, start, end, *, instance=None, latency: dic
         raise ValueError(f"the partitions start at {first:%Y-%m-%d %H:00} UTC, after this replay's first hour "
                          f"({start:%Y-%m-%d %H:00}): the code location was loaded for another home "
                          f"(GOODPUT_HOME={os.environ.get('GOODPUT_HOME', './.goodput')}); point GOODPUT_HOME at the "
-                         "replay's home (orchestration.cli.use_home) before importing orchestration.replay")
+                         "replay's home (orchestration.commands.common.use_home) before importing orchestration.replay")
     instance = instance or dg.DagsterInstance.get()
     defs = build_definitions(home)
     # the raw-zone sensor alone (goodput ui runs it inside goodput_service): the replay runs the fold itself

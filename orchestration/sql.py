@@ -53,31 +53,28 @@ def _parsed(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
 
 def run(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None):
     """Run every statement of `sql/<name>.sql`; returns the last statement's relation/connection."""
+    return execute_text(con, sql_text(name), params)
+
+
+def execute_text(con: duckdb.DuckDBPyConnection, text: str, params: dict[str, Any] | None = None):
+    """Run every statement of a SQL text (a file's, or a template from `sql/` filled with schema identifiers),
+    each with the `params` it names; returns the last statement's relation/connection."""
     result = None
-    for stmt in statements(name):
-        result = _execute(con, stmt, params or {})
+    for statement, names in _parsed(text):
+        used = {k: params[k] for k in names if k in params} if params else {}
+        result = con.execute(statement, used) if used else con.execute(statement)
     return result
-
-
-def execute_text(con: duckdb.DuckDBPyConnection, statement: str, params: dict[str, Any] | None = None):
-    """Run one statement given as text (a template from `sql/` filled with schema identifiers)."""
-    return _execute(con, statement, params or {})
-
-
-def _execute(con: duckdb.DuckDBPyConnection, stmt: str, params: dict[str, Any]):
-    used = {k: params[k] for k in _names(stmt) if k in params}
-    return con.execute(stmt, used) if used else con.execute(stmt)
 
 
 def bound(name: str, params: dict[str, Any]) -> dict[str, Any]:
     """The `params` that `sql/<name>.sql` mentions: the values its result depends on."""
-    return {k: params[k] for k in sorted(_names(sql_text(name))) if k in params}
+    return {k: params[k] for k in sorted(_mentions(name)) if k in params}
 
 
-@functools.lru_cache(maxsize=1024)
-def _names(text: str) -> frozenset[str]:
-    """The `$parameters` the statements of `text` name (DuckDB's parser reads them: never in a comment or string)."""
-    return frozenset().union(*(names for _, names in _parsed(text)))
+@functools.cache
+def _mentions(name: str) -> frozenset[str]:
+    """The `$parameters` the statements of `sql/<name>.sql` name (DuckDB's parser reads them: never in a comment or string)."""
+    return frozenset().union(*(names for _, names in _parsed(sql_text(name))))
 
 
 def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None):

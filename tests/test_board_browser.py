@@ -30,7 +30,7 @@ GOODPUT = [sys.executable, "-m", "orchestration.cli"]
 PIPELINE = """
 import sys
 from datetime import datetime
-from orchestration.cli import run_pipeline, use_home
+from orchestration.commands.common import run_pipeline, use_home
 run_pipeline(use_home(sys.argv[1]), datetime.fromisoformat(sys.argv[2]), datetime.fromisoformat(sys.argv[3]), progress=print)
 """
 
