@@ -13,10 +13,10 @@ from pathlib import Path
 
 import dagster as dg
 
-from orchestration import sql
+from orchestration.config.peak_flops import as_params, peak_table
 from orchestration.partitions import hourly, window_params
-from orchestration.peak_flops import as_params, peak_table
-from orchestration.warehouse import POOL, WarehouseResource, transaction
+from orchestration.storage import sql
+from orchestration.storage.warehouse import POOL, WarehouseResource, transaction
 
 STAGES = ("badput/scope", "badput/windows", "badput/write")
 """After sql/badput/extent.sql, whose `read_from` they take as a parameter."""

@@ -21,11 +21,11 @@ import dagster as dg
 import duckdb
 import pandas as pd
 
-from orchestration import sql
 from orchestration.partitions import hourly, naive_utc
-from orchestration.raw_zone import VERSION_TAG
 from orchestration.shards import Shard
-from orchestration.warehouse import POOL, WarehouseResource, transaction
+from orchestration.storage import sql
+from orchestration.storage.raw_zone import VERSION_TAG
+from orchestration.storage.warehouse import POOL, WarehouseResource, transaction
 
 
 class BaselineConfig(dg.Config):

@@ -23,9 +23,9 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from orchestration import sql
 from orchestration.partitions import hourly, window_params
-from orchestration.warehouse import POOL, WarehouseResource, transaction
+from orchestration.storage import sql
+from orchestration.storage.warehouse import POOL, WarehouseResource, transaction
 from sources import checkpoint_audit as ca
 
 AUDIT_COLUMNS = (

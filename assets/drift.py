@@ -28,9 +28,9 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from orchestration import sql
 from orchestration.partitions import hourly, window_params
-from orchestration.warehouse import POOL, WarehouseResource, transaction
+from orchestration.storage import sql
+from orchestration.storage.warehouse import POOL, WarehouseResource, transaction
 
 PREDICTION_COLUMNS = ("prediction", "confidence")   # prediction drift; every other column is an input
 DRIFT_COLUMNS = (

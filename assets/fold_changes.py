@@ -23,7 +23,7 @@ from assets import incident_fold as full
 from assets import triage
 from assets.fold_reach import KEY, query
 from checks.frames import stack
-from orchestration import sql
+from orchestration.storage import sql
 
 SEEN = ["signal", "partition_start", "entity_type", "entity_id", "kind"]
 SEEN_VALUES = ["digest", "n", "first_at", "last_at"]

@@ -33,7 +33,7 @@ import pandas as pd
 from assets import triage
 from assets.correlation import GPU_WINDOW, fast_correlate
 from checks.frames import stack
-from orchestration import sql
+from orchestration.storage import sql
 
 KEY = ["signal", "entity_type", "entity_id"]
 INDEX_COLUMNS = ["incident_id", *KEY, "pos", "family", "onset", "last_seen", "run_id", "hosts", "gpus",

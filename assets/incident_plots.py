@@ -11,8 +11,8 @@ import hashlib
 
 import dagster as dg
 
-from orchestration import sql
-from orchestration.warehouse import POOL, WarehouseResource
+from orchestration.storage import sql
+from orchestration.storage.warehouse import POOL, WarehouseResource
 
 MAX_RUNS = 3
 DPI = 60  # small pictures: they live in the event log

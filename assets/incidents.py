@@ -21,8 +21,8 @@ from assets.incident_fold import (  # noqa: F401  (the fold's names, re-exported
 from assets.incidents_incremental import fold_incrementally
 from checks.incident_checks import open_gpu_hours_at_risk
 from checks.registry import REGISTRY
-from orchestration import sql
-from orchestration.warehouse import POOL, WarehouseResource
+from orchestration.storage import sql
+from orchestration.storage.warehouse import POOL, WarehouseResource
 
 
 class IncidentsConfig(dg.Config):

@@ -47,7 +47,7 @@ from assets.fold_reach import INDEX_COLUMNS, KEY, as_index, query
 from checks import frames
 from checks.frames import stack
 from checks.registry import PLAYBOOKS_DIR, REGISTRY
-from orchestration import sql
+from orchestration.storage import sql
 
 
 def config_digest(lifecycle: full.Lifecycle) -> str:

@@ -15,8 +15,8 @@ from assets.ingest_core import (  # noqa: F401  (re-exported for callers of this
 )
 from assets.ingest_incremental import environment_allows_incremental, ingest_hour
 from orchestration.partitions import hourly
-from orchestration.raw_zone import RawZoneResource
-from orchestration.warehouse import POOL, WarehouseResource
+from orchestration.storage.raw_zone import RawZoneResource
+from orchestration.storage.warehouse import POOL, WarehouseResource
 
 
 def build_ingest_asset(source: RawSource) -> dg.AssetsDefinition:

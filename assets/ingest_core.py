@@ -29,11 +29,11 @@ import numpy as np
 import pandas as pd
 
 from assets import ingest_ranges
-from orchestration import sql
 from orchestration.partitions import naive_utc
-from orchestration.raw_zone import read_lines
 from orchestration.shards import Shard
-from orchestration.warehouse import transaction
+from orchestration.storage import sql
+from orchestration.storage.raw_zone import read_lines
+from orchestration.storage.warehouse import transaction
 
 
 @dataclass(frozen=True)

@@ -35,11 +35,11 @@ import numpy as np
 import pandas as pd
 
 from assets.ingest_core import _CODE_COMMENT, _GLOB, _READS_RAW, RawSource, ingest_partition, parse_sql, target_fields
-from orchestration import sql
 from orchestration.partitions import naive_utc
-from orchestration.raw_zone import lines_frame
 from orchestration.shards import Shard
-from orchestration.warehouse import transaction
+from orchestration.storage import sql
+from orchestration.storage.raw_zone import lines_frame
+from orchestration.storage.warehouse import transaction
 
 TAIL = 4096
 READ_FILES = "read_text($files::VARCHAR[])"   # the whole-hour reader in sql/ingest/parse.sql

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from orchestration import warehouse_lake
+from orchestration.config.service_config import load_service_settings
 from orchestration.maintenance import apply_retention, compact, compress, compressible_hours, trim_runs
-from orchestration.raw_zone import RawZoneResource
-from orchestration.service_config import load_service_settings
-from orchestration.warehouse import POOL, WarehouseResource
+from orchestration.storage import warehouse_lake
+from orchestration.storage.raw_zone import RawZoneResource
+from orchestration.storage.warehouse import POOL, WarehouseResource
 
 
 @dg.asset(group_name="maintenance", kinds={"duckdb"}, pool=POOL)

@@ -14,7 +14,7 @@ other producer's, with the same idempotence and quarantine. Off (a no-op) when t
 import dagster as dg
 
 from orchestration.partitions import hourly
-from orchestration.raw_zone import RawZoneResource
+from orchestration.storage.raw_zone import RawZoneResource
 from sources.mapping import ConfigError
 from sources.prometheus import PrometheusError, PrometheusResource, pull_window, redact_url
 

@@ -10,10 +10,10 @@ serving signals' SQL and analysts read the same objectives. The serving signals 
 import dagster as dg
 import pandas as pd
 
-from orchestration import sql
+from orchestration.config.thresholds import SLO_KEYS, ThresholdsResource
 from orchestration.partitions import hourly, window_params
-from orchestration.thresholds import SLO_KEYS, ThresholdsResource
-from orchestration.warehouse import POOL, WarehouseResource, transaction
+from orchestration.storage import sql
+from orchestration.storage.warehouse import POOL, WarehouseResource, transaction
 
 
 class ServingBaselineConfig(dg.Config):

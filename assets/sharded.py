@@ -16,10 +16,7 @@ import dagster as dg
 from assets.baselines import BaselineConfig, replace_shard_series
 from assets.ingest_core import SOURCES, RawSource
 from assets.ingest_incremental import ingest_hour
-from orchestration import sql
 from orchestration.partitions import hourly, window_params
-from orchestration.raw_watch import relative_key
-from orchestration.raw_zone import RawZoneResource
 from orchestration.shards import (
     ALL_SHARDS_ASSET,
     EVERY_SHARD_OF_THE_HOUR,
@@ -31,7 +28,10 @@ from orchestration.shards import (
     hour_by_shard,
     shard_of_run,
 )
-from orchestration.warehouse import POOL, WarehouseResource, transaction
+from orchestration.storage import sql
+from orchestration.storage.raw_watch import relative_key
+from orchestration.storage.raw_zone import RawZoneResource
+from orchestration.storage.warehouse import POOL, WarehouseResource, transaction
 
 # gpu_minutes' trailing window reads the previous hour of the same shard's samples
 _PREVIOUS_HOUR_SAME_SHARD = dg.MultiPartitionMapping({

@@ -2,7 +2,7 @@
 
 These are the rules GPU dashboards ship or operators write by hand (DCGM-exporter / Grafana style
 `expr` + `for:`), not Goodput's detectors. Each lives in `sql/bench/` and produces incident-like
-rows (signal, entity, run, GPUs, onset, opened, last seen) that `orchestration.scoring` scores
+rows (signal, entity, run, GPUs, onset, opened, last seen) that `orchestration.evaluation.scoring` scores
 exactly as it scores Goodput's incidents; `BASELINE` plays the role of the signal registry there,
 naming the fault types each rule is credited for. The crediting is generous on purpose: a rule
 gets a fault whenever an operator would plausibly say "that alert is how we catch it".
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 
-from orchestration import sql
+from orchestration.storage import sql
 
 INCIDENT_COLUMNS = ("incident_id", "signal", "entity_type", "entity_id", "run_id", "ranks", "gpus",
                     "onset", "opened", "last_seen")
@@ -52,7 +52,7 @@ def _serving_fault_types() -> tuple[str, ...]:
 
 
 class BaselineRules:
-    """The baseline rules, shaped like `checks.registry.SignalRegistry` for `orchestration.scoring`."""
+    """The baseline rules, shaped like `checks.registry.SignalRegistry` for `orchestration.evaluation.scoring`."""
 
     def __init__(self, rules: list[BaselineRule]) -> None:
         self._rules = {r.name: r for r in rules}

@@ -91,8 +91,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _measure(args, path: Path, scenario, home: Path) -> int:
     from orchestration.commands.common import use_home
-    from orchestration.home import warehouse_path
-    from orchestration.warehouse import WarehouseResource, remove_warehouse
+    from orchestration.config.home import warehouse_path
+    from orchestration.storage.warehouse import WarehouseResource, remove_warehouse
 
     simulate_s = 0.0
     if not (home / "raw").exists():
@@ -141,7 +141,7 @@ run_pipeline(home, datetime.fromisoformat(sys.argv[2]), datetime.fromisoformat(s
 def _timed(command: list[str], home: Path) -> dict:
     """Run one way of processing the home's raw zone from an empty warehouse, in a child process
     (both pay the same imports); wall and CPU seconds (the child's user + system, DuckDB's threads too)."""
-    from orchestration.warehouse import remove_warehouse
+    from orchestration.storage.warehouse import remove_warehouse
 
     remove_warehouse(home / "warehouse.duckdb")   # the file, its WAL and the home's marker
     shutil.rmtree(home / "alerts", ignore_errors=True)
@@ -156,8 +156,8 @@ def _timed(command: list[str], home: Path) -> dict:
 
 
 def _compare(args, path: Path, scenario, home: Path) -> int:
-    from orchestration.home import warehouse_path
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.config.home import warehouse_path
+    from orchestration.storage.warehouse import WarehouseResource
 
     if not (home / "raw").exists():
         subprocess.run([sys.executable, "-m", "orchestration.cli", "simulate", "--scenario", str(path), "--out", str(home)],

@@ -21,7 +21,7 @@ import checks.signals  # noqa: F401  (registers the signals)
 from checks import asset_checks
 from checks.asset_checks import evaluate_judged
 from checks.registry import REGISTRY
-from orchestration.warehouse import WarehouseResource
+from orchestration.storage.warehouse import WarehouseResource
 
 
 def steps() -> dict:

@@ -27,8 +27,8 @@ import checks.signals  # noqa: E402,F401
 from assets.baselines import series_params
 from checks.asset_checks import evaluate, evaluate_judged, signals_by_step  # noqa: E402
 from checks.registry import REGISTRY  # noqa: E402
-from orchestration import sql  # noqa: E402
-from orchestration.warehouse import WarehouseResource, transaction  # noqa: E402
+from orchestration.storage import sql  # noqa: E402
+from orchestration.storage.warehouse import WarehouseResource, transaction  # noqa: E402
 
 
 def peak_mib() -> float:

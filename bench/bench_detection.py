@@ -6,7 +6,7 @@ For each scenario: simulate it into a fresh home, process every hour through the
 exactly as `goodput demo` does (`orchestration.commands.common.run_pipeline`: the `detect` job per hour, then
 `fold_incidents` and the alert sensor), read the incidents, evaluate the baseline rules
 (bench/baseline.py, sql/bench/) on the same warehouse, and score both with the shared scorer
-(`orchestration.scoring.score`). Prints, across all scenarios, one side-by-side markdown table per
+(`orchestration.evaluation.scoring.score`). Prints, across all scenarios, one side-by-side markdown table per
 fault type (recall, precision, detection delay p50/p95 for each, and Goodput's open share: the
 share of each fault's span during which an incident that caught it was open, mean / min over the
 type's faults, target 1.0) and the false alarms per 1,000 GPU-hours of healthy time (GPU-hours
@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.baseline import BASELINE, DASHBOARD_UTIL, evaluate  # noqa: E402
-from orchestration.scoring import EXPECTED_QUIET, load_truth, match, score  # noqa: E402
+from orchestration.evaluation.scoring import EXPECTED_QUIET, load_truth, match, score  # noqa: E402
 
 QUICK = [REPO / "bench" / "scenarios" / "quick.yaml"]
 FULL = [REPO / "simulator" / "scenarios" / "faults.yaml", *sorted((REPO / "bench" / "scenarios").glob("detection_*.yaml"))]
@@ -57,9 +57,9 @@ def run_scenario(path: Path, home: Path, reuse: bool = False) -> dict:
     """Simulate, process through the Definitions, and return truth, both incident sets and timings.
     With `reuse`, a home that `--keep` left processed is scored again as it is (timings 0)."""
     from orchestration.commands.common import run_pipeline, use_home
-    from orchestration.home import warehouse_path
-    from orchestration.scoring import opened_incidents
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.config.home import warehouse_path
+    from orchestration.evaluation.scoring import opened_incidents
+    from orchestration.storage.warehouse import WarehouseResource
     from simulator import load_scenario, simulate
 
     scenario = load_scenario(path)

@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.distributed_common import local_stack, pg_query, step_times  # noqa: E402
 from bench.scale_report import report  # noqa: E402
-from orchestration.distributed import DAGSTER_DB  # noqa: E402
+from orchestration.service.distributed import DAGSTER_DB  # noqa: E402
 
 SCENARIO = REPO / "bench" / "scenarios" / "scale_4096.yaml"
 EVENTS = "SELECT run_id, count(*) AS events FROM event_logs GROUP BY run_id"

@@ -43,9 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from assets.drift import DriftConfig, compute_drift, evidently_drift, sample  # noqa: E402
 from checks.asset_checks import evaluate  # noqa: E402
 from checks.registry import REGISTRY  # noqa: E402
-from orchestration import sql  # noqa: E402
 from orchestration.progress import Ticker  # noqa: E402
-from orchestration.warehouse import WarehouseResource, transaction  # noqa: E402
+from orchestration.storage import sql  # noqa: E402
+from orchestration.storage.warehouse import WarehouseResource, transaction  # noqa: E402
 
 REFERENCE = datetime(2026, 11, 30, 0, 10)     # version v1 began serving at 00:00: first stable hour
 HOUR = datetime(2026, 11, 30, 2, 0)           # the judged hour

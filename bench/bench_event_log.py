@@ -1,4 +1,4 @@
-"""Dagster's SQLite event log against Goodput's pooled one (orchestration/event_log.py): CPU of a detect run.
+"""Dagster's SQLite event log against Goodput's pooled one (orchestration/storage/event_log.py): CPU of a detect run.
 
     python bench/bench_event_log.py [--repeats 3] [--scenario simulator/scenarios/small.yaml]
 
@@ -35,7 +35,7 @@ if sys.argv[2] == "plain":
     head, tail = text.split("# Dagster's SQLite event log", 1)
     y.write_text(head + tail.split("base_dir:", 1)[1].split("\\n", 1)[1])
 from orchestration.definitions import build_definitions
-from orchestration.instance import open_instance
+from orchestration.storage.instance import open_instance
 from orchestration.partitions import hour_keys
 from simulator import load_scenario
 scenario = load_scenario(Path(sys.argv[3]))

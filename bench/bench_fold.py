@@ -30,8 +30,8 @@ def main() -> int:
 
     from assets import incident_fold as full
     from assets.incidents_incremental import clear_state, fold_incrementally
-    from orchestration import sql
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.storage import sql
+    from orchestration.storage.warehouse import WarehouseResource
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("warehouse")

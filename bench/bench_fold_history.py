@@ -63,7 +63,7 @@ def _copy(con, table: str, day: int, runs: list[str], where: str = "TRUE", hours
 
 def build(source: str, target: str, days: int) -> dict:
     """The history of `days` days from `source` into `target` (run under the base commit's code)."""
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.storage.warehouse import WarehouseResource
 
     shutil.copy(source, target)
     with WarehouseResource(path=target).connect() as con:
@@ -97,7 +97,7 @@ def _fold(con) -> dict:
     """One fold as the incidents asset runs it (the serving versions read, the fold, the store), either code."""
     from assets import incident_fold as full
     from assets import incidents_incremental as inc
-    from orchestration import sql
+    from orchestration.storage import sql
 
     versions = sql.frame(con, "incidents/serving_versions")
     if hasattr(inc, "store"):   # the base commit's fold returns the tables and stores them apart
@@ -110,7 +110,7 @@ def _fold(con) -> dict:
 
 def state(history: str, work: str) -> dict:
     """Under one code, in its own process: the history copied to `work` and folded once (the state)."""
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.storage.warehouse import WarehouseResource
 
     shutil.copy(history, work)
     with WarehouseResource(path=work).connect() as con:
@@ -165,7 +165,7 @@ def _timed(con) -> dict:
 def tick(source: str, work: str, days: int, index: int, lineage: bool = False) -> dict:
     """Under one code, in a fresh process as a fold run has: the source's hour `index` written as day
     `days`'s (rows replaced and marked as the checks store a partition), then one fold, timed."""
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.storage.warehouse import WarehouseResource
 
     with WarehouseResource(path=work).connect() as con:
         _write(con, source, days, index, lineage)
@@ -177,7 +177,7 @@ def _rolled_back(con) -> float:
     was, so the same tick can be folded again). Codes whose fold_incrementally wraps `_fold` only."""
     from assets import incident_fold as full
     from assets import incidents_incremental as inc
-    from orchestration import sql
+    from orchestration.storage import sql
 
     con.execute("BEGIN TRANSACTION")
     try:
@@ -193,7 +193,7 @@ def warm(source: str, history: str, work: str, days: int, ticks: int, lineage: b
     folded once (the state), then `ticks` ticks on the same connection, each timed: the same hours as
     the fresh-process ticks, so both end with the same tables. `again` > 0: each tick is first folded
     that often and rolled back, and its CPU-s is the median of those (the host's noise, not the tick)."""
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.storage.warehouse import WarehouseResource
 
     shutil.copy(history, work)
     with WarehouseResource(path=work).connect() as con:

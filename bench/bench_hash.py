@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orchestration.warehouse import WarehouseResource  # noqa: E402
+from orchestration.storage.warehouse import WarehouseResource  # noqa: E402
 from sources import checkpoint_audit as ca  # noqa: E402
 from sources.client import MANIFEST_NAME  # noqa: E402
 

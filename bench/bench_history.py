@@ -57,9 +57,9 @@ def tree_bytes(root: Path, pattern: str = "*") -> int:
 
 def maintain(home: Path, now, settings) -> dict:
     """The daily maintenance asset's steps, with the simulated day's end as now."""
-    from orchestration.home import raw_root, warehouse_path
+    from orchestration.config.home import raw_root, warehouse_path
     from orchestration.maintenance import apply_retention, compact, compress, compressible_hours
-    from orchestration.warehouse import warehouse_for
+    from orchestration.storage.warehouse import warehouse_for
 
     with warehouse_for(home).connect() as con:
         deleted = apply_retention(con, now, settings.raw_days, settings.minutes_days)
@@ -73,8 +73,8 @@ def maintain(home: Path, now, settings) -> dict:
 def snapshot_day(home: Path, copy: Path, key: str) -> None:
     """Copy `home` as it stands (warehouse, Dagster instance, settings) to `copy`, with only the raw
     hour `key` of the raw zone: what re-running that hour later needs, as it was then."""
-    from orchestration.home import raw_root
-    from orchestration.raw_zone import hour_dir
+    from orchestration.config.home import raw_root
+    from orchestration.storage.raw_zone import hour_dir
 
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(home, copy, ignore=lambda d, names: ["raw"] if Path(d) == home else [])
@@ -103,7 +103,7 @@ def rerun_here(home: Path, key: str) -> dict:
 def jobs(home: Path) -> tuple:
     """(detect job, fold job, the home's instance); GOODPUT_HOME must point at `home` first."""
     from orchestration.definitions import build_definitions
-    from orchestration.instance import open_instance
+    from orchestration.storage.instance import open_instance
 
     defs = build_definitions(home)
     return defs.resolve_job_def("detect"), defs.resolve_job_def("fold_incidents"), open_instance()
@@ -139,9 +139,9 @@ def side_report(rows: pd.DataFrame) -> str:
 
 
 def walk(home: Path, scenario, day1_copy: Path | None = None) -> tuple[list[dict], list[dict]]:
-    from orchestration.home import raw_root, warehouse_path
+    from orchestration.config.home import raw_root, warehouse_path
+    from orchestration.config.service_config import load_service_settings
     from orchestration.partitions import hour_keys
-    from orchestration.service_config import load_service_settings
 
     settings = load_service_settings(home).retention
     detect, fold, instance = jobs(home)

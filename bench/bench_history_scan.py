@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import checks.signals  # noqa: E402,F401
 from checks.registry import REGISTRY  # noqa: E402
-from orchestration import sql  # noqa: E402
-from orchestration.warehouse import WarehouseResource  # noqa: E402
+from orchestration.storage import sql  # noqa: E402
+from orchestration.storage.warehouse import WarehouseResource  # noqa: E402
 
 HOUR = pd.Timestamp("2026-11-30 00:00")
 

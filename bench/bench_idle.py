@@ -55,7 +55,7 @@ def role(proc) -> str:
                          ("dagster-daemon", "daemon"), ("_daemon", "daemon"), ("code-server", "code server"),
                          ("code_server", "code server"), ("api grpc", "code server"), ("grpc", "code server"),
                          (" dev ", "dagster dev"), ("orchestration.cli ui", "goodput ui"),
-                         ("orchestration.ui_service", "goodput ui")):
+                         ("orchestration.service.ui", "goodput ui")):
         if needle in line + " ":
             return name
     return "other"

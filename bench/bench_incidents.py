@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 
 from orchestration.alerting.config import DEFAULT_CONFIG, Grouping, load_config  # noqa: E402
 from orchestration.alerting.grouping import notifications  # noqa: E402
-from orchestration.scoring import load_truth, match  # noqa: E402
+from orchestration.evaluation.scoring import load_truth, match  # noqa: E402
 
 PAGER = "pagerduty"
 
@@ -71,7 +71,7 @@ def pages_per_event(transitions: pd.DataFrame, truth: pd.DataFrame, grouping: Gr
     holds one of its incidents (a later update under a key already paged raises no page). A fault
     whose incidents reach the pager only as updates of another event's page is `merged` (no page of
     its own: under-paging), reported beside the mean (target 1.0)."""
-    from orchestration.sensors import alert_records
+    from orchestration.sensors.alerts import alert_records
 
     config = load_config(DEFAULT_CONFIG)
     alerts = [a for a in alert_records(transitions) if PAGER in config.route(a)]
@@ -148,9 +148,9 @@ def unjudged_hours(j: pd.DataFrame, hours: pd.Series) -> pd.DataFrame:
 
 def one(scenario: Path, home: Path, reuse: bool) -> dict:
     """Process one scenario into `home` (unless reused) and measure pages per event and judged share."""
-    from orchestration import sql
-    from orchestration.home import warehouse_path
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.config.home import warehouse_path
+    from orchestration.storage import sql
+    from orchestration.storage.warehouse import WarehouseResource
 
     wall, cpu = time.monotonic(), _cpu()
     done = home / ".bench_incidents_processed"

@@ -29,10 +29,10 @@ def main() -> int:
 
     from assets.ingest import SOURCES
     from assets.ingest_incremental import ingest_hour
+    from orchestration.evaluation.replay import GrowingRawZone
     from orchestration.partitions import naive_utc
-    from orchestration.raw_zone import RawZoneResource
-    from orchestration.replay import GrowingRawZone
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.storage.raw_zone import RawZoneResource
+    from orchestration.storage.warehouse import WarehouseResource
     from simulator import load_scenario, simulate
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

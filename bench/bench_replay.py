@@ -3,7 +3,7 @@
     python bench/bench_replay.py [--quick] [--scenario FILE ...] [--schedule NAME] [--out FILE.json]
 
 Each scenario is simulated into a staging folder and replayed into a fresh home in simulated time
-(orchestration/replay.py): the raw zone grows as each source's data arrives (GPU samples 10 s after
+(orchestration/evaluation/replay.py): the raw zone grows as each source's data arrives (GPU samples 10 s after
 their time, step records 2 s), each staged checkpoint folder appears in the home with the
 `checkpoint_saved` line that names it (damage included), the `detect` schedule's cron ticks are evaluated with the real
 schedule and their run requests executed through the real `detect` job on the home's Dagster
@@ -82,8 +82,8 @@ def windows(truth: pd.DataFrame, types: set[str], before: float, after: float) -
 def run_one(path: Path, root: Path, sensor: str, tail: float, window_tier: str | None = None,
             before: float = 2.0, after: float = 6.0) -> dict:
     from orchestration.commands.common import use_home
-    from orchestration.replay import replay
-    from orchestration.scoring import load_truth
+    from orchestration.evaluation.replay import replay
+    from orchestration.evaluation.scoring import load_truth
     from simulator import load_scenario, simulate
 
     scenario = load_scenario(path)
@@ -152,9 +152,9 @@ def not_replayed() -> str:
     process, then the fold, at once): read from the code, so the figures follow it."""
     import re
 
-    from orchestration import home as home_module
-    from orchestration.sensors import fold_incidents_after_detect, incident_alerts
-    from orchestration.sensors_raw import raw_zone_detect
+    from orchestration.config import home as home_module
+    from orchestration.sensors.alerts import fold_incidents_after_detect, incident_alerts
+    from orchestration.sensors.raw import raw_zone_detect
 
     dequeue = re.search(r"dequeue_interval_seconds:\s*(\d+)", Path(home_module.__file__).read_text())
     return (f"raw-zone sensor every {raw_zone_detect.minimum_interval_seconds} s (the replay ticks each minute, "
@@ -189,7 +189,7 @@ def main() -> int:
     from simulator import load_scenario
 
     use_home(str(root / f"{load_scenario(paths[0]).name}-home"))
-    from orchestration.replay import fault_type_table, tier_table
+    from orchestration.evaluation.replay import fault_type_table, tier_table
 
     runs = [run_one(p, root, args.sensor, 1.0 if args.quick else args.tail, args.windows, args.before, args.after)
             for p in paths]

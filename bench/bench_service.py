@@ -3,7 +3,7 @@
     python bench/bench_service.py [--scenario FILE] [--tail MIN] [--out FILE.json]
 
 Replays a scenario (default bench/scenarios/replay_tiers.yaml) in simulated time through the real
-sensor and jobs (orchestration/replay.py) and reports: CPU-seconds per tick at minute 5 and at
+sensor and jobs (orchestration/evaluation/replay.py) and reports: CPU-seconds per tick at minute 5 and at
 minute 55 of each hour (mean of the minutes 3-7 and 53-57; the target ratio is <= 1.2: a tick reads
 a minute of new data whether the hour holds 5 or 55 minutes of it), runs per partition per tick
 (at most one), and SEV1 delays (p50 <= 2 min, max <= 4 min). `GOODPUT_INGEST_WHOLE_HOUR=1` reads
@@ -55,7 +55,7 @@ def main() -> int:
     import pandas as pd
 
     from orchestration.commands.common import use_home
-    from orchestration.replay import replay, tier_table
+    from orchestration.evaluation.replay import replay, tier_table
     from simulator import load_scenario, simulate
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

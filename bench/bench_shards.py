@@ -27,7 +27,7 @@ from orchestration.definitions import build_definitions  # noqa: E402
 from orchestration.jobs import execute_detect  # noqa: E402
 from orchestration.partitions import hour_keys  # noqa: E402
 from orchestration.shards import configured  # noqa: E402
-from orchestration.warehouse import warehouse_for  # noqa: E402
+from orchestration.storage.warehouse import warehouse_for  # noqa: E402
 from simulator import load_scenario, simulate  # noqa: E402
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}

@@ -28,10 +28,10 @@ from assets.baselines import series_params
 from assets.ingest import SOURCES, ingest_partition  # noqa: E402
 from checks.asset_checks import evaluate  # noqa: E402
 from checks.registry import REGISTRY  # noqa: E402
-from orchestration import sql  # noqa: E402
 from orchestration.progress import Ticker  # noqa: E402
-from orchestration.raw_zone import RawZoneResource  # noqa: E402
-from orchestration.warehouse import WarehouseResource, transaction  # noqa: E402
+from orchestration.storage import sql  # noqa: E402
+from orchestration.storage.raw_zone import RawZoneResource  # noqa: E402
+from orchestration.storage.warehouse import WarehouseResource, transaction  # noqa: E402
 from simulator import load_scenario, simulate  # noqa: E402
 
 

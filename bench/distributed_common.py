@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from orchestration.distributed import DAGSTER_DB, LAKE_DB
-from orchestration.local_services import LocalPostgres, LocalRedis
+from orchestration.service.distributed import DAGSTER_DB, LAKE_DB
+from orchestration.service.local_services import LocalPostgres, LocalRedis
 
 STEPS = """
 SELECT run_id, step_key,

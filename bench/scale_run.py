@@ -7,7 +7,7 @@ added to the warehouse and the lake's catalog. Prints one JSON line.
     python bench/scale_run.py embedded    HOME KEY [--pg PORT]        # in-process executor; --pg: the lake
     python bench/scale_run.py distributed HOME KEY --pg PORT --redis URL --workers N
 
-`--pg` makes the home's warehouse the DuckLake on that loopback PostgreSQL (orchestration/distributed.py's
+`--pg` makes the home's warehouse the DuckLake on that loopback PostgreSQL (orchestration/service/distributed.py's
 `prepare_home`: catalog `goodput_lake`, data under HOME/lake/); `distributed` also puts the Dagster
 instance there and the steps on N Celery workers started here (`Workers`), run through `run_hours`.
 
@@ -105,7 +105,7 @@ def catalog(pg_port: int | None) -> dict:
         return {}
     import psycopg2
 
-    from orchestration.distributed import LAKE_DB
+    from orchestration.service.distributed import LAKE_DB
 
     time.sleep(2)   # PostgreSQL's backends flush their statistics within a second of going idle
     with psycopg2.connect(host="127.0.0.1", port=pg_port, user="goodput", dbname=LAKE_DB) as con, con.cursor() as cur:
@@ -115,7 +115,7 @@ def catalog(pg_port: int | None) -> dict:
 
 def stored_bytes(home: Path) -> int:
     """The warehouse's bytes: the lake's data files, or the DuckDB file (and its WAL)."""
-    from orchestration.home import warehouse_path
+    from orchestration.config.home import warehouse_path
 
     if (home / "lake").is_dir():
         return sum(f.stat().st_size for f in (home / "lake").rglob("*") if f.is_file())
@@ -145,14 +145,14 @@ class Probe:
 
 def use_lake(home: Path, args) -> dict[str, str]:
     """The home's lake settings (and the distributed instance); the deployment's environment."""
-    from orchestration.distributed import Endpoints, prepare_home
+    from orchestration.service.distributed import Endpoints, prepare_home
 
     return prepare_home(home, Endpoints("127.0.0.1", args.pg, "goodput", args.redis or "redis://127.0.0.1:1/0"))
 
 
 def prepare(home: Path, args) -> dict:
     from orchestration.commands.common import use_home
-    from orchestration.warehouse import warehouse_for
+    from orchestration.storage.warehouse import warehouse_for
 
     if args.pg:
         use_lake(home, args)
@@ -171,7 +171,7 @@ def embedded(home: Path, args) -> dict:
         use_lake(home, args)   # only service.yaml's warehouse is used: the instance stays the home's SQLite one
     use_home(str(home))
     from orchestration.definitions import build_definitions
-    from orchestration.instance import open_instance
+    from orchestration.storage.instance import open_instance
 
     defs = build_definitions(home)
     instance, detect, groups = open_instance(), defs.resolve_job_def("detect"), step_groups(defs)
@@ -194,11 +194,11 @@ def distributed(home: Path, args) -> dict:
     os.environ.update(env)   # before the definitions are imported: the Celery executor, the lake, the instance
     import dagster as dg
 
+    from orchestration.config.home import goodput_home
     from orchestration.definitions import defs
-    from orchestration.distributed import Workers, run_hours
-    from orchestration.home import goodput_home
-    from orchestration.instance import open_instance
-    from orchestration.warehouse import warehouse_for
+    from orchestration.service.distributed import Workers, run_hours
+    from orchestration.storage.instance import open_instance
+    from orchestration.storage.warehouse import warehouse_for
 
     with warehouse_for(goodput_home()).connect():   # attached here once, as run_hours does: a daemon's run
         pass                                        # process only orchestrates, it never opens the lake

@@ -20,7 +20,7 @@ from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Route
 
 from board import cluster, db, endpoint, fmt, incident, now, run
-from orchestration.warehouse import WarehouseBusy, WarehouseMissing
+from orchestration.storage.warehouse import WarehouseBusy, WarehouseMissing
 
 TEMPLATES = Path(__file__).with_name("templates")
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"

@@ -25,8 +25,8 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from orchestration import sql
-from orchestration.warehouse import WarehouseResource, warehouse_for
+from orchestration.storage import sql
+from orchestration.storage.warehouse import WarehouseResource, warehouse_for
 
 WAIT_SECONDS = 2.0
 CACHED_RESULTS = 128

@@ -30,13 +30,13 @@ from checks import episodes, judgement, judgement_absent
 from checks.frames import stack
 from checks.registry import LINEAGE_COLUMNS, REGISTRY, Signal
 from checks.toolkit import figure
-from orchestration import sql
 from orchestration.board_links import BoardResource, report_link
+from orchestration.config.thresholds import ThresholdsResource
 from orchestration.partitions import hourly, naive_utc
 from orchestration.shards import Shard, shard_of_run
-from orchestration.thresholds import ThresholdsResource
-from orchestration.warehouse import POOL, WarehouseLocked, WarehouseResource, transaction
-from orchestration.warehouse_retry import is_conflict
+from orchestration.storage import sql
+from orchestration.storage.warehouse import POOL, WarehouseLocked, WarehouseResource, transaction
+from orchestration.storage.warehouse_retry import is_conflict
 
 # Partitioned asset checks are "preview" in Dagster 1.13; they are what hourly checks need.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)

@@ -9,9 +9,9 @@ each incident's page on the incident board (`BoardResource`, GOODPUT_BOARD_URL).
 import dagster as dg
 import pandas as pd
 
-from orchestration import sql
 from orchestration.board_links import BoardResource
-from orchestration.warehouse import POOL, WarehouseResource
+from orchestration.storage import sql
+from orchestration.storage.warehouse import POOL, WarehouseResource
 
 CHECK_NAME = "no_open_sev1_sev2"
 MAX_NAMED = 5

@@ -41,8 +41,8 @@ def _reset_demo_home(home: Path) -> None:
     marker = home / DEMO_MARKER
     if home.exists() and any(home.iterdir()) and not marker.exists():
         raise CliError(f"{home} holds data that the demo did not write; pass --home to an empty folder")
-    from orchestration.home import warehouse_path
-    from orchestration.warehouse import remove_warehouse
+    from orchestration.config.home import warehouse_path
+    from orchestration.storage.warehouse import remove_warehouse
 
     # the distributed demo's lake settings, lake data and Dagster instance too (issue 21)
     for name in ("raw", "alerts", "reports", "checkpoints", "ground_truth.jsonl", "service.yaml", "lake", "dagster-distributed",
@@ -99,8 +99,8 @@ def write_demo_shards(home: Path, host_names: tuple[str, ...], count: int) -> No
 
 
 def cmd_demo(args) -> int:
-    from orchestration.home import goodput_home
-    from orchestration.scoring import load_truth, opened_incidents, score
+    from orchestration.config.home import goodput_home
+    from orchestration.evaluation.scoring import load_truth, opened_incidents, score
     from simulator import load_scenario, simulate
 
     started = time.monotonic()
@@ -140,7 +140,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_score(args) -> int:
-    from orchestration.scoring import load_truth, opened_incidents, score
+    from orchestration.evaluation.scoring import load_truth, opened_incidents, score
 
     home = use_home(args.home)
     truth_path = Path(args.truth) if args.truth else home / "ground_truth.jsonl"
@@ -159,9 +159,9 @@ def cmd_ui(args) -> int:
     say(f"Incident board for {home} on {board_url}")
     say(f"Dagster UI for {home} on http://{args.host}:{args.port}  (Ctrl-C to stop)")
     # the webserver, the daemon, one code server and the board (not `dagster dev`: its proxy code
-    # server and one-second polls cost more than the whole idle budget, orchestration/ui_service.py),
+    # server and one-second polls cost more than the whole idle budget, orchestration/service/ui.py),
     # watched by a fresh process that imports no Dagster (this one holds ~200 MB of it)
-    command = [sys.executable, "-m", "orchestration.ui_service", str(home), args.host, str(args.port),
+    command = [sys.executable, "-m", "orchestration.service.ui", str(home), args.host, str(args.port),
                str(args.board_port), str(REPO_ROOT)]
     os.execvpe(command[0], command, os.environ)
     return 0
@@ -221,8 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     from orchestration.progress import announce_waits
 
     announce_waits()   # a wait longer than 2 s says what it waits for on stderr, piped or not
-    from orchestration.instance import InstanceDamaged
-    from orchestration.warehouse import WarehouseBusy, WarehouseDamaged, WarehouseMissing
+    from orchestration.storage.instance import InstanceDamaged
+    from orchestration.storage.warehouse import WarehouseBusy, WarehouseDamaged, WarehouseMissing
 
     try:
         return args.func(args)

@@ -11,15 +11,15 @@ from checks.asset_checks import signal_checks
 from checks.sharded import sharded_checks
 from orchestration.alerting.resource import alerting_resource_for
 from orchestration.board_links import BoardResource, board_url_from_env
-from orchestration.home import goodput_home, raw_root
+from orchestration.config.home import goodput_home, raw_root
+from orchestration.config.service_config import load_service_settings
+from orchestration.config.thresholds import ThresholdsResource
 from orchestration.jobs import detect_job, incidents_job, sharded_jobs
-from orchestration.maintenance_schedule import maintenance_daily, maintenance_job
-from orchestration.raw_zone import RawZoneResource
-from orchestration.sensors_service import service_sensor
-from orchestration.service_config import load_service_settings
+from orchestration.sensors.maintenance import maintenance_daily, maintenance_job
+from orchestration.sensors.service import service_sensor
 from orchestration.shards import SHARDED_ASSETS, configured
-from orchestration.thresholds import ThresholdsResource
-from orchestration.warehouse import warehouse_for
+from orchestration.storage.raw_zone import RawZoneResource
+from orchestration.storage.warehouse import warehouse_for
 from sources.prometheus import resource_from_env as prometheus_resource_from_env
 
 

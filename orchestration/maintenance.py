@@ -23,8 +23,8 @@ import dagster as dg
 import duckdb
 import zstandard
 
-from orchestration import raw_watch, sql
-from orchestration.warehouse import duckdb_threads
+from orchestration.storage import raw_watch, sql
+from orchestration.storage.warehouse import duckdb_threads
 
 ZSTD_LEVEL = 6
 

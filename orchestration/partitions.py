@@ -14,7 +14,7 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from orchestration.service_config import load_service_settings
+from orchestration.config.service_config import load_service_settings
 
 HOUR_KEY = "%Y-%m-%d-%H:00"   # strftime format of a partition key
 FALLBACK_START = "2025-01-01-00:00"

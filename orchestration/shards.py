@@ -25,8 +25,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from orchestration.config.service_config import load_service_settings
 from orchestration.partitions import hourly
-from orchestration.service_config import load_service_settings
 
 # The partition mappings between hour and hour x shard are "beta" in Dagster 1.13; they are what shards need.
 warnings.filterwarnings("ignore", category=dg.BetaWarning)

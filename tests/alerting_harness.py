@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from assets.incidents import incidents
-from orchestration import sensors
 from orchestration.alerting.resource import alerting_resource_for as alerting_for
-from orchestration.sensors import incident_alerts
-from orchestration.warehouse import WarehouseResource
+from orchestration.sensors import alerts as sensors
+from orchestration.sensors.alerts import incident_alerts
+from orchestration.storage.warehouse import WarehouseResource
 from tests.helpers import _hang, _store, evaluated, finding
 
 REPO = Path(__file__).resolve().parent.parent

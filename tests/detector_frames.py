@@ -9,7 +9,7 @@ import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
 from checks.registry import REGISTRY
-from orchestration.warehouse import migrate
+from orchestration.storage.warehouse import migrate
 
 T0 = pd.Timestamp("2026-11-30 10:00:00")      # the partition's start
 LIMIT = 700.0
@@ -58,7 +58,7 @@ def samples(host, gpu, **series):
 
 def counter_findings(tmp_path, signal_name, frames):
     from checks.asset_checks import evaluate
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.storage.warehouse import WarehouseResource
 
     warehouse = WarehouseResource(path=str(tmp_path / f"{signal_name}.duckdb"))
     rows = pd.concat(frames, ignore_index=True)

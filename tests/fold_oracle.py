@@ -7,7 +7,7 @@ import pandas as pd
 
 from assets import incident_fold as full
 from assets.incidents_incremental import fold_incrementally
-from orchestration import sql
+from orchestration.storage import sql
 
 LIFECYCLE = full.Lifecycle()
 TABLES = ("findings", "evaluations", "clearings")

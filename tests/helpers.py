@@ -26,7 +26,7 @@ import pandas as pd
 import pynvml
 
 from assets.ingest import SOURCES, ingest_partition
-from orchestration.warehouse import WarehouseResource, transaction
+from orchestration.storage.warehouse import WarehouseResource, transaction
 from simulator.checkpoint_files import safetensors_bytes as _safetensors_bytes
 from simulator.checkpoint_files import torch_save_bytes
 from sources import checkpoint_audit as ca

@@ -19,10 +19,10 @@ import yaml
 import checks
 from assets.incidents import incidents
 from checks.registry import OWNERS, REGISTRY, TIERS, playbooks
-from orchestration import sensors
 from orchestration.alerting.config import AlertingConfigError, load_config
 from orchestration.alerting.payloads import pagerduty_event, slack_message
-from orchestration.sensors import goodput_run_failures, goodput_staleness, incident_alerts
+from orchestration.sensors import alerts as sensors
+from orchestration.sensors.alerts import goodput_run_failures, goodput_staleness, incident_alerts
 from tests.alerting_harness import REPO, SECRET_KEY, SINK_PATHS, TWO_EPISODES, clock, fold_hangs, home, loopback, resources, table, tick  # noqa: F401  (fixtures)
 from tests.helpers import _store, evaluated
 
@@ -262,7 +262,7 @@ def test_staleness_fires_when_ticks_stop_and_resolves_when_they_resume(home, loo
 
 
 def _raw(home):
-    from orchestration.raw_zone import RawZoneResource
+    from orchestration.storage.raw_zone import RawZoneResource
 
     return RawZoneResource(root=str(home / "raw"))
 
@@ -386,5 +386,5 @@ def test_the_definitions_hold_the_alerting_sensors(tmp_path):
     from orchestration.definitions import build_definitions
 
     defs = build_definitions(tmp_path)
-    # one sensor does the alert, run-failure and staleness work (orchestration/sensors_service.py)
+    # one sensor does the alert, run-failure and staleness work (orchestration/sensors/service.py)
     assert [s.name for s in defs.sensors] == ["goodput_service"]

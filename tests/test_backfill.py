@@ -17,7 +17,7 @@ import pytest
 from orchestration.cli import main
 from orchestration.commands.backfill import hours_with_data
 from orchestration.definitions import resources_for
-from orchestration.warehouse import WarehouseResource
+from orchestration.storage.warehouse import WarehouseResource
 from tests.helpers import memory_instance
 
 START = datetime(2026, 11, 29, 10, 0, 0)
@@ -84,7 +84,7 @@ def test_no_alerts_suppresses_history_and_the_sensor_keeps_it_so(backfilled, cap
     assert {a["outcome"] for a in journal} == {"suppressed"}
     assert {a["incident_id"] for a in journal} >= {i for i in _incident_ids(backfilled)}
     # the alert sensor that runs later finds nothing pending for the history
-    from orchestration.sensors import incident_alerts
+    from orchestration.sensors.alerts import incident_alerts
 
     with memory_instance() as instance, dg.build_sensor_context(instance=instance, resources=resources_for(backfilled)) as ctx:
         assert "no new incident transitions" in str(incident_alerts(ctx).skip_message)

@@ -49,7 +49,7 @@ def test_first_minutes_have_too_little_history(small_home, resources, instance):
 
 
 def test_retention_keeps_a_run_s_start_while_any_of_its_minutes_are_kept(small_home, resources, instance):
-    from orchestration import sql
+    from orchestration.storage import sql
 
     run_baselines(small_home, HOURS[0], instance)
     starts = "SELECT run_id, first_minute FROM run_starts"

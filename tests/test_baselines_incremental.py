@@ -17,9 +17,9 @@ import pytest
 from assets.baselines import replace_series
 from assets.ingest import SOURCES
 from assets.ingest_incremental import ingest_hour
-from orchestration import sql
-from orchestration.raw_zone import RawZoneResource
-from orchestration.warehouse import WarehouseResource
+from orchestration.storage import sql
+from orchestration.storage.raw_zone import RawZoneResource
+from orchestration.storage.warehouse import WarehouseResource
 
 START = datetime(2026, 11, 30, 0)
 HOURS = [START, START + timedelta(hours=1)]

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from bench.baseline import BASELINE, evaluate
-from orchestration.scoring import score
-from orchestration.warehouse import WarehouseResource
+from orchestration.evaluation.scoring import score
+from orchestration.storage.warehouse import WarehouseResource
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 11, 30)

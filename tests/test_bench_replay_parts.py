@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from orchestration.replay import ReplayResult
+from orchestration.evaluation.replay import ReplayResult
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -25,10 +25,10 @@ from assets.incidents import incidents
 from assets.ingest import ingest_assets
 from checks.asset_checks import signal_checks
 from checks.incident_checks import no_open_sev1_sev2, verdict
-from orchestration import sensors
 from orchestration.board_links import BoardResource
 from orchestration.definitions import resources_for
-from orchestration.warehouse import WarehouseResource
+from orchestration.sensors import alerts as sensors
+from orchestration.storage.warehouse import WarehouseResource
 from simulator import load_scenario, simulate
 from tests.helpers import HOLDER, SMALL, LiveBoard, _hang, _store, evaluated, memory_instance, text_of
 

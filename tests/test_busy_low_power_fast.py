@@ -14,7 +14,7 @@ import pytest
 
 from assets.baselines import replace_series
 from checks import detectors_gpu as d
-from orchestration import sql
+from orchestration.storage import sql
 from tests.detector_frames import LIMIT, T0, gpu_frame, th, warehouse_of
 
 SPIN = {"utilization_ratio": 0.99, "power_watts": 0.18 * LIMIT, "tensor_active_ratio": 0.01, "sm_active_ratio": 0.9}

@@ -267,7 +267,7 @@ def test_second_audit_of_unchanged_files_hashes_nothing_and_a_change_rehashes(tm
 
 
 def test_the_hash_cache_persists_in_duckdb(tmp_path):
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.storage.warehouse import WarehouseResource
 
     ck = goodput_checkpoint(tmp_path / "ck")
     warehouse = WarehouseResource(path=str(tmp_path / "warehouse.duckdb"))

@@ -16,7 +16,7 @@ from assets.incidents import incidents
 from assets.ingest import ingest_assets
 from checks.registry import REGISTRY
 from orchestration.definitions import resources_for
-from orchestration.scoring import load_truth, score
+from orchestration.evaluation.scoring import load_truth, score
 from simulator import scenario_from_dict, simulate
 from tests.helpers import memory_instance, run_detect
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from assets.ingest import SOURCES, ingest_partition
-from orchestration.warehouse import WarehouseResource
+from orchestration.storage.warehouse import WarehouseResource
 from sources.client import GoodputClient, allocator_figures
 
 REPO = Path(__file__).resolve().parent.parent

@@ -32,13 +32,13 @@ import dagster as dg
 import pytest
 from dagster._core.storage.tags import RUN_KEY_TAG
 
-from orchestration import raw_watch
 from orchestration.alerting.resource import alerting_resource_for
-from orchestration.home import dagster_home, ensure_instance, raw_root
-from orchestration.raw_zone import VERSION_TAG
-from orchestration.sensors import incident_transitions
-from orchestration.sensors_raw import IN_FLIGHT, PARTITION_TAG
-from orchestration.warehouse import WarehouseBusy, warehouse_for
+from orchestration.config.home import dagster_home, ensure_instance, raw_root
+from orchestration.sensors.alerts import incident_transitions
+from orchestration.sensors.raw import IN_FLIGHT, PARTITION_TAG
+from orchestration.storage import raw_watch
+from orchestration.storage.raw_zone import VERSION_TAG
+from orchestration.storage.warehouse import WarehouseBusy, warehouse_for
 from simulator import load_scenario, simulate
 from tests.helpers import memory_instance
 

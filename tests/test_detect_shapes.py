@@ -20,8 +20,8 @@ import pytest
 import checks.signals  # noqa: F401  (registers the signals)
 from assets.baselines import series_params
 from checks.registry import REGISTRY
-from orchestration import sql
-from orchestration.scoring import EXPECTED_QUIET, match, score
+from orchestration.evaluation.scoring import EXPECTED_QUIET, match, score
+from orchestration.storage import sql
 from tests.detector_frames import warehouse_of
 
 T0 = pd.Timestamp("2026-11-30 00:00")

@@ -337,7 +337,7 @@ def test_rank_dropout_reads_a_runs_history_only_as_far_back_as_a_silent_rank_nee
     """rank_dropout's frame holds every rank of the run since its (re)start, with its true last step, also one
     silent for hours; it reads back past the hour before its lookback only for a run not all of whose ranks
     (0 .. world size - 1) reported in that hour (sql/detect/rank_dropout.sql: near, whole, far)."""
-    from orchestration import sql
+    from orchestration.storage import sql
     from tests.detector_frames import warehouse_of
 
     def minutes(first, last):

@@ -420,8 +420,8 @@ def test_checks_flag_the_simulated_faults_with_evidence(faulty_home):
 
 
 def test_sql_marks_history_rows_out_of_the_window(faulty_home):
-    from orchestration import sql
     from orchestration.definitions import resources_for
+    from orchestration.storage import sql
 
     home, _ = faulty_home
     start, end = pd.Timestamp("2026-11-30 01:00"), pd.Timestamp("2026-11-30 02:00")
@@ -464,7 +464,7 @@ def _mixed_speed_findings(pace_after: float, crossing: bool) -> pd.DataFrame:
     becomes `pace_after` (the slow ranks' data loading slows), and with `crossing` rank 3 joins the
     slow group (its GPU swapped for a slow one): the median across ranks jumps, the pace does not."""
 
-    from orchestration import sql
+    from orchestration.storage import sql
 
     rng = np.random.default_rng(3)
     change, end = 150 * 60.0, 180 * 60.0
@@ -514,7 +514,7 @@ def test_a_stall_longer_than_the_lookback_names_the_runs_last_step_however_far_b
     than the lookback keeps its true onset. It is looked for in the hour before the lookback, and further
     back only for a run that made no step in that hour (sql/detect/busy_not_progressing.sql: near, far):
     the last step by time, also when a restart from a checkpoint numbered its steps lower again."""
-    from orchestration import sql
+    from orchestration.storage import sql
     from tests.detector_frames import T0, th
 
     thresholds = th("busy_not_progressing", lookback_seconds=600.0)   # the lookback: 09:50 to the partition

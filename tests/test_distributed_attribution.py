@@ -16,8 +16,8 @@ import pytest
 
 import checks.signals  # noqa: F401
 from checks.registry import REGISTRY
-from orchestration import sql
-from orchestration.warehouse import migrate
+from orchestration.storage import sql
+from orchestration.storage.warehouse import migrate
 
 T0 = pd.Timestamp("2026-11-30 10:00:00")
 START, END = T0, T0 + pd.Timedelta(hours=1)

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from assets.drift import DriftConfig, compute_drift, verdicts
-from orchestration import sql
-from orchestration.warehouse import WarehouseResource, transaction
+from orchestration.storage import sql
+from orchestration.storage.warehouse import WarehouseResource, transaction
 
 FIRST = datetime(2026, 11, 30, 0, 0)           # first prediction: reference = 00:10-01:10 (first stable hour)
 REFERENCE = FIRST + timedelta(minutes=10)

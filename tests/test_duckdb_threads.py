@@ -5,8 +5,8 @@ DuckDB's own default (one thread per core) where neither says. A bad value is on
 import duckdb
 import pytest
 
-from orchestration.service_config import ServiceConfigError
-from orchestration.warehouse import THREADS_ENV, warehouse_for
+from orchestration.config.service_config import ServiceConfigError
+from orchestration.storage.warehouse import THREADS_ENV, warehouse_for
 
 
 def _threads(home) -> list[int]:

@@ -10,8 +10,8 @@ import pytest
 from assets.incidents import incidents
 from assets.ingest import ingest_assets
 from orchestration.definitions import resources_for
-from orchestration.scoring import load_truth, score
-from orchestration.sensors import incident_alerts
+from orchestration.evaluation.scoring import load_truth, score
+from orchestration.sensors.alerts import incident_alerts
 from tests.helpers import check_evaluation, copy_home, memory_instance, run_detect
 
 HOURS = ("2026-11-30-00:00", "2026-11-30-01:00")
@@ -170,7 +170,7 @@ def test_signals_sharing_their_sql_read_it_once_per_step_and_find_what_each_find
 
     from checks.asset_checks import evaluate
     from checks.registry import REGISTRY
-    from orchestration import sql
+    from orchestration.storage import sql
 
     reads, real = Counter(), sql.frame
 

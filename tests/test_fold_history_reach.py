@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from assets.incidents_incremental import clear_state
-from orchestration.warehouse import WarehouseResource
+from orchestration.storage.warehouse import WarehouseResource
 from tests.fold_oracle import TABLES, assert_same, fold, write
 
 STRAGGLER = "signal = 'straggler_rank' AND entity_id = 'dist-e/rank-3'"   # faults.yaml: one on day 0, 01:00-01:40

@@ -20,7 +20,7 @@ from assets.correlation import fast_correlate
 from assets.fold_changes import MARGIN
 from assets.incidents_incremental import clear_state
 from orchestration.maintenance import apply_retention
-from orchestration.warehouse import WarehouseResource
+from orchestration.storage.warehouse import WarehouseResource
 from tests.fold_oracle import LIFECYCLE, TABLES, assert_same, fold, write
 from tests.helpers import FAULTS_FOLD_HOURS
 

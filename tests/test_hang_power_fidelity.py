@@ -16,7 +16,7 @@ import pandas as pd
 import checks.signals  # noqa: F401  (registers the signals)
 from assets.baselines import series_params
 from checks.registry import REGISTRY
-from orchestration import sql
+from orchestration.storage import sql
 from tests.detector_frames import warehouse_of
 
 CAPTURE = json.loads((Path(__file__).parent / "fixtures" / "h200_hang" / "truth.json").read_text())

@@ -81,7 +81,7 @@ def test_an_xid_79_names_the_run_its_gpu_was_allocated_to_and_an_idle_gpu_names_
 
 def _checkpoint_warehouse(tmp_path, status_1200):
     """train-x saved step 600 (audit ok) and step 1200 (audit `status_1200`), then lost rank 3."""
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.storage.warehouse import WarehouseResource
 
     t0 = pd.Timestamp("2026-11-30")
     events = pd.DataFrame([{"time": t0 + pd.Timedelta(minutes=m), "event": "checkpoint_saved", "run_id": "train-x",
@@ -101,7 +101,7 @@ def _checkpoint_warehouse(tmp_path, status_1200):
             con.register("rows", frame)
             con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM rows")
             con.unregister("rows")
-        from orchestration import sql
+        from orchestration.storage import sql
         return sql.frame(con, "incidents/findings")["checkpoint"].iloc[0]
 
 

@@ -7,7 +7,7 @@ import dagster as dg
 import pytest
 
 from assets.ingest import SOURCES, ingest_assets, ingest_partition
-from orchestration.warehouse import WarehouseResource
+from orchestration.storage.warehouse import WarehouseResource
 
 TABLES = ("gpu_samples", "training_steps", "lineage_events", "quarantine", "ingest_files")
 
@@ -77,7 +77,7 @@ def test_a_failed_write_leaves_the_previous_state(resources, instance, monkeypat
     dg.materialize(ingest_assets, resources=resources, partition_key=key, instance=instance)
     before = snapshot(resources["warehouse"])
 
-    import orchestration.sql as sql_module
+    import orchestration.storage.sql as sql_module
     real_run = sql_module.run
 
     def failing(con, name, params=None):
@@ -94,7 +94,7 @@ def test_a_failed_write_leaves_the_previous_state(resources, instance, monkeypat
 
 
 def test_missing_warehouse_is_a_clear_error(tmp_path):
-    from orchestration.warehouse import WarehouseMissing
+    from orchestration.storage.warehouse import WarehouseMissing
 
     with pytest.raises(WarehouseMissing, match="goodput demo"):
         with WarehouseResource(path=str(tmp_path / "none.duckdb")).connect(read_only=True):

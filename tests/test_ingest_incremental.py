@@ -13,8 +13,8 @@ import pytest
 
 from assets.ingest import SOURCES
 from assets.ingest_incremental import ingest_hour
-from orchestration.raw_zone import RawZoneResource
-from orchestration.warehouse import WarehouseResource
+from orchestration.storage.raw_zone import RawZoneResource
+from orchestration.storage.warehouse import WarehouseResource
 
 START = datetime(2026, 11, 30, 0)
 END = START + timedelta(hours=1)

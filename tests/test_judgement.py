@@ -10,9 +10,9 @@ from assets.baselines import series_params
 from checks import judgement
 from checks.asset_checks import check_result, evaluate
 from checks.registry import REGISTRY
-from orchestration import sql
 from orchestration.cli import main
-from orchestration.warehouse import WarehouseResource
+from orchestration.storage import sql
+from orchestration.storage.warehouse import WarehouseResource
 from tests.detector_frames import T0, gpu_frame, samples
 
 THERMAL = REGISTRY.get("gpu_thermal_throttle")

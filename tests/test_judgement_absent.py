@@ -12,7 +12,7 @@ from assets.baselines import series_params
 from checks.asset_checks import evaluate_judged
 from checks.judgement_absent import NO_SAMPLES
 from checks.registry import REGISTRY
-from orchestration import sql
+from orchestration.storage import sql
 from tests.detector_frames import T0, warehouse_of
 
 THERMAL = REGISTRY.get("gpu_thermal_throttle")

@@ -10,7 +10,7 @@ import pytest
 
 from assets.incidents import Lifecycle, fold, incident_id, incidents
 from checks.registry import Playbook, Signal, SignalRegistry
-from orchestration.warehouse import WarehouseResource
+from orchestration.storage.warehouse import WarehouseResource
 from tests.helpers import LIFECYCLE_T0 as T0
 from tests.helpers import _hang, _store, cleared, evaluated, finding, memory_instance, minutes
 

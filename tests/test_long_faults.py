@@ -28,7 +28,7 @@ from assets.serving import serving_baselines
 from checks.asset_checks import build_check
 from checks.registry import REGISTRY
 from orchestration.definitions import resources_for
-from orchestration.scoring import coverage, load_truth
+from orchestration.evaluation.scoring import coverage, load_truth
 from simulator import scenario_from_dict, simulate
 from tests.helpers import memory_instance
 
@@ -178,8 +178,8 @@ def test_incidents_show_prints_the_resolution(folded, capsys, monkeypatch):
 
 
 def test_alert_records_carry_the_resolution(folded):
-    from orchestration.sensors import incident_transitions
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.sensors.alerts import incident_transitions
+    from orchestration.storage.warehouse import WarehouseResource
 
     alerts = incident_transitions(WarehouseResource(path=str(Path(folded["home"]) / "warehouse.duckdb")))
     resolved = [a for a in alerts if a["transition"] == "resolved"]

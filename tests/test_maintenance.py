@@ -9,9 +9,9 @@ import pytest
 
 from assets.ingest import ingest_assets
 from assets.maintenance import maintenance
-from orchestration import sensors_raw
 from orchestration.definitions import resources_for
-from orchestration.warehouse import WarehouseResource
+from orchestration.sensors import raw as sensors_raw
+from orchestration.storage.warehouse import WarehouseResource
 
 HOUR0, HOUR1 = "2026-11-30-00:00", "2026-11-30-01:00"
 COLUMNS = "time, host, gpu_index, utilization_ratio, power_watts, source_line"

@@ -10,7 +10,7 @@ import pytest
 from checks.detectors_efficiency import mfu_drop
 from checks.registry import REGISTRY
 from orchestration.cli import main
-from orchestration.peak_flops import PeakFlopsError, as_params, peak_table
+from orchestration.config.peak_flops import PeakFlopsError, as_params, peak_table
 from sources.client import GoodputClient
 from tests.helpers import MEGATRON_LM, ingest_all, query
 

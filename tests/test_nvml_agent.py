@@ -163,7 +163,7 @@ def test_run_id_from_process_environment_then_job_mapping(tmp_path):
 
 def test_records_land_in_the_warehouse_with_gpu_lost(tmp_path):
     from assets.ingest import SOURCES, ingest_partition
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.storage.warehouse import WarehouseResource
 
     gpus = [FakeGpu(0), FakeGpu(1)]
     agent = NvmlAgent(make_fake_nvml(gpus), host="node-a", proc_root=tmp_path)

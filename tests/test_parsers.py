@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from assets.ingest import SOURCES, ingest_partition
-from orchestration.warehouse import WarehouseResource
+from orchestration.storage.warehouse import WarehouseResource
 from sources.client import replace_hour_files
 from sources.exposition import dcgm_exposition, parse_gpu_page
 from sources.mapping import clean_value, is_dcgm_blank

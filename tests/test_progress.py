@@ -107,7 +107,7 @@ def test_demo_backfill_shows_partition_progress_on_a_terminal(small_demo):
 
 
 def test_sql_says_it_is_waiting_for_the_lock_on_a_terminal(tmp_path):
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.storage.warehouse import WarehouseResource
     from tests.helpers import HOLDER
 
     with WarehouseResource(path=str(tmp_path / "warehouse.duckdb")).connect():
@@ -127,7 +127,7 @@ def test_sql_says_it_is_waiting_for_the_lock_on_a_terminal(tmp_path):
 
 @pytest.mark.parametrize("command", [["sql", "SELECT 1"], ["report", "llm-small"]])
 def test_a_piped_command_waiting_for_the_lock_says_so_in_one_line(tmp_path, command):
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.storage.warehouse import WarehouseResource
     from tests.helpers import HOLDER
 
     with WarehouseResource(path=str(tmp_path / "warehouse.duckdb")).connect():

@@ -24,8 +24,8 @@ from assets.ingest import ingest_assets
 from assets.prometheus_pull import prometheus_pull
 from orchestration.cli import main
 from orchestration.partitions import hour_keys
-from orchestration.raw_zone import RawZoneResource
-from orchestration.warehouse import WarehouseResource
+from orchestration.storage.raw_zone import RawZoneResource
+from orchestration.storage.warehouse import WarehouseResource
 from sources.exposition import LatencyDistribution, SimulatedVllmEndpoint, dcgm_exposition
 from sources.mapping import MIB, ConfigError, load_agent_config, load_prometheus_config
 from sources.prometheus import PrometheusError, PrometheusResource, pull_window

@@ -10,9 +10,9 @@ import dagster as dg
 import pytest
 
 from assets.ingest import ingest_assets
-from orchestration import sensors_raw
 from orchestration.definitions import build_definitions, resources_for
-from orchestration.warehouse import WarehouseResource
+from orchestration.sensors import raw as sensors_raw
+from orchestration.storage.warehouse import WarehouseResource
 
 HOUR0, HOUR1 = "2026-11-30-00:00", "2026-11-30-01:00"
 NOW = datetime(2026, 11, 30, 1, 59, tzinfo=timezone.utc)
@@ -124,7 +124,7 @@ def test_a_daemon_killed_mid_stream_loses_and_duplicates_nothing(small_home, tmp
 
     from assets.ingest import SOURCES
     from assets.ingest_incremental import ingest_hour
-    from orchestration.raw_zone import RawZoneResource
+    from orchestration.storage.raw_zone import RawZoneResource
 
     staged = {p: p.read_bytes() for p in sorted((small_home / "raw").rglob("*.jsonl"))}
     for path in staged:

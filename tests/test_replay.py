@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from assets.ingest import SOURCES, ingest_partition
-from orchestration.raw_zone import RawZoneResource
-from orchestration.replay import GrowingCheckpoints, GrowingRawZone, index_file, replay, schedule_ticks
-from orchestration.warehouse import WarehouseResource
+from orchestration.evaluation.replay import GrowingCheckpoints, GrowingRawZone, index_file, replay, schedule_ticks
+from orchestration.storage.raw_zone import RawZoneResource
+from orchestration.storage.warehouse import WarehouseResource
 from simulator import load_scenario, simulate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -224,8 +224,8 @@ def test_replay_grows_checkpoints_and_sees_the_truncated_one_as_sev1_and_nothing
     assert 0 <= fault.delay_s <= 5 * 60
     assert "checkpoint_truncated" in fault.signals
     # no false alarm: every incident is about the truncated checkpoint, the intact ones pass their audits
-    from orchestration.home import warehouse_path
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.config.home import warehouse_path
+    from orchestration.storage.warehouse import WarehouseResource
 
     with WarehouseResource(path=str(warehouse_path(home))).connect(read_only=True) as con:
         entities = {e for (e,) in con.execute("SELECT DISTINCT entity_type || ':' || entity_id FROM incidents").fetchall()}

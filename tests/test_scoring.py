@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from orchestration.scoring import score
+from orchestration.evaluation.scoring import score
 
 T = pd.Timestamp("2026-11-30 03:10:00")
 
@@ -38,7 +38,7 @@ def test_false_alarms_counted_without_any_fault():
 
 
 def test_rank_and_gpu_faults_match_the_incidents_that_name_them():
-    from orchestration.scoring import _entity_matches
+    from orchestration.evaluation.scoring import _entity_matches
 
     rank_incident = pd.Series({"entity_type": "rank", "entity_id": "llm-a/rank-3", "run_id": "llm-a", "rank": 3,
                                "gpus": ["node-0:3"]})
@@ -58,7 +58,7 @@ def test_rank_and_gpu_faults_match_the_incidents_that_name_them():
 
 
 def test_coverage_is_the_share_of_the_fault_an_incident_was_open():
-    from orchestration.scoring import coverage
+    from orchestration.evaluation.scoring import coverage
 
     long = pd.DataFrame([{"type": "hang", "entity": "run:llm-a", "onset": T, "end": T + pd.Timedelta("3h"), "magnitude": 1.0}])
     held = incident("i1", last_seen=T + pd.Timedelta("3h")) | {"resolved": T + pd.Timedelta("3h10min")}

@@ -9,9 +9,10 @@ from datetime import datetime, timezone
 import dagster as dg
 import pytest
 
-from orchestration import sensors_raw, sensors_service
 from orchestration.definitions import build_definitions, resources_for
-from orchestration.raw_zone import VERSION_TAG
+from orchestration.sensors import raw as sensors_raw
+from orchestration.sensors import service as sensors_service
+from orchestration.storage.raw_zone import VERSION_TAG
 
 NOW = datetime(2026, 11, 30, 1, 59, tzinfo=timezone.utc)
 
@@ -94,7 +95,7 @@ def test_a_finished_fold_runs_the_alert_pass_though_no_file_changed(sensor, inst
 
 
 def test_the_tick_interval_is_the_home_s_setting_and_a_bad_one_names_the_file(small_home):
-    from orchestration.service_config import ServiceConfigError
+    from orchestration.config.service_config import ServiceConfigError
 
     assert build_definitions(small_home).resolve_sensor_def(sensors_service.SENSOR_NAME).minimum_interval_seconds == 30
     (small_home / "service.yaml").write_text("raw_sensor:\n  interval_seconds: 5\n")

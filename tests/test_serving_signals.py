@@ -17,9 +17,9 @@ import checks.signals  # noqa: F401
 from checks import detectors_serving as d
 from checks.asset_checks import evaluate
 from checks.registry import REGISTRY
-from orchestration import sql
-from orchestration.thresholds import ThresholdsResource
-from orchestration.warehouse import WarehouseResource
+from orchestration.config.thresholds import ThresholdsResource
+from orchestration.storage import sql
+from orchestration.storage.warehouse import WarehouseResource
 from simulator import load_scenario, scenario_from_dict, simulate
 from tests.helpers import REPO, check_evaluation, memory_instance, run_detect
 
@@ -422,7 +422,7 @@ def inference(tmp_path_factory):
 
 
 def test_inference_scenario_serving_incidents_lineage_and_triage(inference):
-    from orchestration.scoring import load_truth, score
+    from orchestration.evaluation.scoring import load_truth, score
 
     found = inference["incidents"]
     serving = found[found["family"] == "serving"]

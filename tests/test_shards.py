@@ -15,12 +15,12 @@ import dagster as dg
 import pytest
 
 from checks.registry import REGISTRY
-from orchestration import sensors_raw
+from orchestration.config.service_config import ServiceConfigError, load_service_settings
 from orchestration.definitions import build_definitions, resources_for
 from orchestration.partitions import hourly
-from orchestration.service_config import ServiceConfigError, load_service_settings
+from orchestration.sensors import raw as sensors_raw
 from orchestration.shards import Shard, file_owner, owner, partition_key
-from orchestration.warehouse import warehouse_for
+from orchestration.storage.warehouse import warehouse_for
 from simulator import load_scenario, simulate
 from tests.helpers import REPO, SHARDS, SHARDS_HOURS, TWO_SHARDS, detect_and_fold, memory_instance
 

@@ -9,7 +9,7 @@ import dagster as dg
 import pytest
 
 from assets.prometheus_pull import prometheus_pull
-from orchestration.raw_zone import RawZoneResource
+from orchestration.storage.raw_zone import RawZoneResource
 from sources.mapping import SOURCE_NAMES, ConfigError, load_sources_file, require_source
 from sources.prometheus import PrometheusResource
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.warehouse import WarehouseResource
+from orchestration.storage.warehouse import WarehouseResource
 from tests.helpers import HOLDER
 
 REPO = Path(__file__).resolve().parent.parent

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from orchestration.definitions import resources_for
-from orchestration.scoring import load_truth, score
+from orchestration.evaluation.scoring import load_truth, score
 from tests.helpers import copy_home
 
 REPO = Path(__file__).resolve().parent.parent
@@ -75,7 +75,7 @@ def test_scoring_matches_both_faults(folded):
 
 def test_goodput_report_shows_the_drift_of_the_runs_model_versions(folded, tmp_path):
     from board.app import Board
-    from orchestration import sql
+    from orchestration.storage import sql
 
     home, _, _ = folded
     with resources_for(home)["warehouse"].connect(read_only=True) as con:

@@ -24,7 +24,7 @@ from assets.incidents import incidents
 from assets.ingest import ingest_assets
 from checks.asset_checks import signal_checks
 from orchestration.definitions import resources_for
-from orchestration.warehouse import WarehouseResource, create_views, views
+from orchestration.storage.warehouse import WarehouseResource, create_views, views
 from simulator import load_scenario, scenario_from_dict, simulate
 from tests.helpers import SMALL, memory_instance
 
@@ -91,7 +91,7 @@ def test_every_view_file_creates_its_view_once_and_readers_see_them(small):
 
 
 def test_a_view_that_no_longer_binds_is_skipped_not_fatal(tmp_path, monkeypatch, caplog):
-    import orchestration.warehouse as warehouse_module
+    import orchestration.storage.warehouse as warehouse_module
 
     monkeypatch.setattr(warehouse_module, "views", lambda: [
         ("001_broken", "CREATE OR REPLACE VIEW broken AS SELECT no_such_column FROM incidents"),

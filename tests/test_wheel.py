@@ -36,7 +36,7 @@ def test_a_wheel_installed_outside_the_checkout_runs_the_demo(tmp_path):
     elsewhere = tmp_path / "work"
     elsewhere.mkdir()
     env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
-    where = subprocess.run([str(python), "-c", "import orchestration.sql as s, checks; print(s.SQL_ROOT); print(checks.__file__)"],
+    where = subprocess.run([str(python), "-c", "import orchestration.storage.sql as s, checks; print(s.SQL_ROOT); print(checks.__file__)"],
                            cwd=elsewhere, env=env, check=True, capture_output=True, text=True).stdout.split()
     assert all(line.startswith(str(site)) for line in where), where   # the wheel's files, not the checkout's
     # the small scenario the wheel ships (2 GPUs), its first hour: the same code path as the default demo

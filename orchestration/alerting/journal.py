@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from orchestration import sql
 from orchestration.alerting.config import Retry
 from orchestration.alerting.payloads import TRANSITION_ORDER
-from orchestration.warehouse import transaction
+from orchestration.storage import sql
+from orchestration.storage.warehouse import transaction
 
 # Outcomes: final ones end the attempts at a (sink, dedup key); `sending` is written before a request
 # to a sink that cannot take a repeat, so a crash between sending and journaling still counts as sent.

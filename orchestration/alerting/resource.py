@@ -15,7 +15,7 @@ from orchestration.alerting.grouping import notifications
 from orchestration.alerting.journal import AlertJournal, append_jsonl, finished, latest_sent, read_jsonl
 from orchestration.alerting.payloads import dedup_key
 from orchestration.board_links import DEFAULT_BOARD_URL, board_url_from_env
-from orchestration.home import alerts_path
+from orchestration.config.home import alerts_path
 
 DELIVER_LOCK_SECONDS = 5     # how long a deliverer waits for another's delivery lock before skipping its turn
 

@@ -21,7 +21,7 @@ from orchestration.commands.common import CliError, use_home
 def cmd_agent(args) -> int:
     import pynvml
 
-    from orchestration.home import raw_root
+    from orchestration.config.home import raw_root
     from sources.mapping import ConfigError, require_source
     from sources.nvml_agent import AgentError, NvmlAgent, run_agent
 
@@ -64,7 +64,7 @@ def _discovery(ticker, index: int, count: int, what: str) -> None:
 def cmd_scrape(args) -> int:
     import time
 
-    from orchestration.home import raw_root
+    from orchestration.config.home import raw_root
     from sources.client import RawWriter
     from sources.exposition import scrape_once
     from sources.mapping import ConfigError, load_prometheus_config, require_source
@@ -115,7 +115,7 @@ def _parse_window(text: str) -> tuple[datetime, datetime]:
 
 
 def cmd_pull(args) -> int:
-    from orchestration.home import raw_root
+    from orchestration.config.home import raw_root
     from sources.mapping import ConfigError, load_prometheus_config
     from sources.prometheus import PrometheusError, env_auth, pull_window
 

@@ -89,7 +89,7 @@ def suppress_history(home: Path, until: datetime) -> int:
     from orchestration.alerting.journal import finished
     from orchestration.alerting.payloads import dedup_key
     from orchestration.definitions import resources_for
-    from orchestration.sensors import incident_transitions
+    from orchestration.sensors.alerts import incident_transitions
 
     resources = resources_for(home)
     alerting, config = resources["alerting"], resources["alerting"].config()

@@ -26,7 +26,7 @@ def say(message: str) -> None:
 
 def use_home(home: str | None) -> Path:
     """Resolve GOODPUT_HOME (flag, then environment, then ./.goodput) and point Dagster at it."""
-    from orchestration.home import ensure_instance, goodput_home
+    from orchestration.config.home import ensure_instance, goodput_home
 
     path = Path(home).resolve() if home else goodput_home()
     os.environ["GOODPUT_HOME"] = str(path)
@@ -41,11 +41,11 @@ def run_pipeline(home: Path, start, end, progress=say, keys: list[str] | None = 
     import dagster as dg
 
     from orchestration.definitions import build_definitions, resources_for
-    from orchestration.instance import open_instance
     from orchestration.jobs import execute_detect
     from orchestration.partitions import hour_keys
-    from orchestration.sensors import incident_alerts, mirror_attempts
+    from orchestration.sensors.alerts import incident_alerts, mirror_attempts
     from orchestration.shards import configured
+    from orchestration.storage.instance import open_instance
 
     defs = build_definitions(home)
     instance = open_instance()   # a damaged instance database: one line

@@ -1,7 +1,7 @@
 """`goodput demo --deployment distributed`: the demo scenario through PostgreSQL, Redis and Celery workers.
 
 Without `--postgres`/`--redis` it starts both as throwaway local services on loopback
-(orchestration/local_services.py, under the system temp folder and `GOODPUT_HOME/services/`), stand-ins
+(orchestration/service/local_services.py, under the system temp folder and `GOODPUT_HOME/services/`), stand-ins
 for the hosts of docs/deploy.md; with them it uses the servers given. Either way it starts `--workers`
 Celery worker processes, runs every hour's `detect` with its steps on them, folds incidents, delivers
 alerts, reads the incidents from the lake, and stops what it started.
@@ -14,8 +14,8 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from orchestration.distributed import DAGSTER_DB, LAKE_DB, Endpoints, Workers, prepare_home, run_hours
-from orchestration.local_services import LocalPostgres, LocalRedis
+from orchestration.service.distributed import DAGSTER_DB, LAKE_DB, Endpoints, Workers, prepare_home, run_hours
+from orchestration.service.local_services import LocalPostgres, LocalRedis
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -81,9 +81,9 @@ def demo_distributed(home: Path, start: datetime, end: datetime, args, say):
             workers.stop()
         say(f"  {summary['partitions']} hours on Celery, {summary['step_retries']} step retries (lake commit conflicts, lost workers)")
         from orchestration.definitions import resources_for
-        from orchestration.instance import open_instance
-        from orchestration.scoring import opened_incidents
-        from orchestration.sensors import incident_alerts
+        from orchestration.evaluation.scoring import opened_incidents
+        from orchestration.sensors.alerts import incident_alerts
+        from orchestration.storage.instance import open_instance
 
         with dg.build_sensor_context(instance=open_instance(), resources=resources_for(home)) as context:
             incident_alerts(context)

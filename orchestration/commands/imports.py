@@ -45,7 +45,7 @@ def run_import(args, raw) -> dict:
 
 
 def cmd_import(args) -> int:
-    from orchestration.home import raw_root
+    from orchestration.config.home import raw_root
     from sources.importers import ImportErrorForUser
 
     home = use_home(args.home)

@@ -16,8 +16,8 @@ from orchestration.commands.common import CliError, use_home
 def _connect(home):
     import duckdb
 
-    from orchestration.home import warehouse_path
-    from orchestration.warehouse import warehouse_for
+    from orchestration.config.home import warehouse_path
+    from orchestration.storage.warehouse import warehouse_for
 
     with warehouse_for(home).connect(read_only=True, wait_seconds=5) as con:
         try:
@@ -28,7 +28,7 @@ def _connect(home):
 
 
 def cmd_list(args) -> int:
-    from orchestration import sql
+    from orchestration.storage import sql
 
     home = use_home(args.home)
     with _connect(home) as con:

@@ -25,10 +25,10 @@ def cmd_refold(args) -> int:
     home = use_home(args.home)   # before the code location loads: its partitions start from GOODPUT_HOME
     from assets import incident_fold as full
     from assets.incidents_incremental import clear_state
-    from orchestration import sql
+    from orchestration.config.home import warehouse_path
     from orchestration.definitions import build_definitions
-    from orchestration.home import warehouse_path
-    from orchestration.warehouse import warehouse_for
+    from orchestration.storage import sql
+    from orchestration.storage.warehouse import warehouse_for
 
     warehouse = warehouse_for(home)
     if not warehouse_path(home).exists():

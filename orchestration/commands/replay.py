@@ -2,7 +2,7 @@
 
 Simulates the scenario into a staging folder, then grows the home's raw zone from it as simulated
 time passes while the raw-zone sensor ticks once a minute through the real Definitions
-(orchestration/replay.py). Prints, per tier and per fault type, how long after each fault's onset
+(orchestration/evaluation/replay.py). Prints, per tier and per fault type, how long after each fault's onset
 an incident for it first appeared, against the targets (SEV1 5 min, SEV2 30 min, SEV3 a day).
 """
 
@@ -46,7 +46,7 @@ def parse_latency(items: list[str]) -> dict[str, float]:
 def cmd_replay(args) -> int:
     from datetime import timedelta
 
-    from orchestration.home import raw_root
+    from orchestration.config.home import raw_root
     from orchestration.progress import Ticker
     from simulator import ScenarioError, load_scenario, simulate
 
@@ -57,7 +57,7 @@ def cmd_replay(args) -> int:
         raise CliError(str(error)) from None
     # the home first: the code location's partitions start from GOODPUT_HOME's raw zone when it loads
     home = use_home(args.home)
-    from orchestration.replay import fault_type_table, replay, tier_table
+    from orchestration.evaluation.replay import fault_type_table, replay, tier_table
     if raw_root(home).exists() and any(raw_root(home).iterdir()):
         raise CliError(f"{raw_root(home)} already holds a raw zone: replay grows an empty one; pass --home to an empty folder")
     staging = Path(args.staging) if args.staging else Path(tempfile.mkdtemp(prefix="goodput-replay-"))

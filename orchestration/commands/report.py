@@ -54,8 +54,8 @@ def write(path: Path, text: str) -> None:
 def cmd_report(args) -> int:
     from board.app import Board
     from orchestration.board_links import board_url_from_env
-    from orchestration.home import warehouse_path
-    from orchestration.warehouse import WarehouseBusy, warehouse_for
+    from orchestration.config.home import warehouse_path
+    from orchestration.storage.warehouse import WarehouseBusy, warehouse_for
 
     home = use_home(args.home)
     warehouse = warehouse_for(home)

@@ -43,8 +43,8 @@ def add_parser(sub) -> None:
 
 
 def cmd_sql(args) -> int:
-    from orchestration.home import warehouse_path
-    from orchestration.warehouse import WarehouseBusy, warehouse_for
+    from orchestration.config.home import warehouse_path
+    from orchestration.storage.warehouse import WarehouseBusy, warehouse_for
 
     home = use_home(args.home)
     warehouse = warehouse_for(home)

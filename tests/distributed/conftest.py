@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestration.local_services import LocalPostgres, LocalRedis, postgres_bin, redis_bin
-from orchestration.warehouse import WarehouseResource
+from orchestration.service.local_services import LocalPostgres, LocalRedis, postgres_bin, redis_bin
+from orchestration.storage.warehouse import WarehouseResource
 
 _databases = itertools.count()
 

@@ -7,7 +7,7 @@ each once. A moment the step itself reaches, never a timer: every kill lands mid
 2. A lost host: the first worker process to get there afterwards, in another step, SIGKILLs its whole
    process group: the worker's main process and its pool processes at once, as a host that powers off.
    Nobody rejects the step; Redis hands it to the other worker once its visibility timeout has passed.
-   Each worker leads a process group of its own (orchestration/distributed.py: `Workers`); the probe
+   Each worker leads a process group of its own (orchestration/service/distributed.py: `Workers`); the probe
    checks that its parent leads its group before it signals the group, and kills nothing otherwise.
 
 Each kill is claimed by creating its marker file, `GOODPUT_FI_KILL_MARKER` and that name + ".host", which
@@ -19,7 +19,7 @@ import json
 import os
 import signal
 
-import orchestration.warehouse as warehouse
+import orchestration.storage.warehouse as warehouse
 
 MARKER = os.environ.get("GOODPUT_FI_KILL_MARKER")
 HOST_MARKER = f"{MARKER}.host"

@@ -27,8 +27,8 @@ import duckdb
 import psycopg2
 import pytest
 
-from orchestration.distributed import DAGSTER_DB, LAKE_DB
-from orchestration.warehouse import WarehouseResource
+from orchestration.service.distributed import DAGSTER_DB, LAKE_DB
+from orchestration.storage.warehouse import WarehouseResource
 from tests.helpers import FAULTS, REPO
 from tests.helpers import FAULTS_DEMO_HOURS as HOURS  # the first faults begin at 1h: stragglers, idle GPUs, drift ...
 

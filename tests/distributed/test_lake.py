@@ -16,8 +16,8 @@ from concurrent.futures import ProcessPoolExecutor
 import duckdb
 import pytest
 
-from orchestration import warehouse_lake
-from orchestration.warehouse import WarehouseConflict, WarehouseResource, conflict_retries, migrations, views
+from orchestration.storage import warehouse_lake
+from orchestration.storage.warehouse import WarehouseConflict, WarehouseResource, conflict_retries, migrations, views
 
 WRITERS = 4
 ROUNDS = 5

@@ -21,10 +21,10 @@ import pytest
 
 from assets.ingest import SOURCES
 from assets.ingest_incremental import ingest_hour
-from orchestration import warehouse_lake
-from orchestration.local_services import free_port
-from orchestration.raw_zone import RawZoneResource
-from orchestration.warehouse import WarehouseResource
+from orchestration.service.local_services import free_port
+from orchestration.storage import warehouse_lake
+from orchestration.storage.raw_zone import RawZoneResource
+from orchestration.storage.warehouse import WarehouseResource
 
 BUCKET = "goodput-lake"
 HOUR = datetime(2026, 11, 30, 0)

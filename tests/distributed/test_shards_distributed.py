@@ -20,8 +20,8 @@ import psycopg2
 import pytest
 import yaml
 
-from orchestration.distributed import DAGSTER_DB, LAKE_DB
-from orchestration.warehouse import WarehouseResource
+from orchestration.service.distributed import DAGSTER_DB, LAKE_DB
+from orchestration.storage.warehouse import WarehouseResource
 from tests.helpers import REPO, SHARDS, TWO_SHARDS
 from tests.helpers import SHARDS_HOURS as HOURS
 

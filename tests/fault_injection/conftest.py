@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.home import ensure_instance, warehouse_path
+from orchestration.config.home import ensure_instance, warehouse_path
 from simulator import load_scenario, simulate
 from tests.fault_injection.harness import detect, fork_run, tables
 

@@ -73,7 +73,7 @@ def _install_moments(after_events: int | None, before_commit: int | None,
     from dagster._core.execution.plan.active import ActiveExecution
     from dagster._core.instance import DagsterInstance
 
-    import orchestration.warehouse as warehouse
+    import orchestration.storage.warehouse as warehouse
 
     store = DagsterInstance.handle_new_event
 
@@ -108,7 +108,7 @@ def _install_moments(after_events: int | None, before_commit: int | None,
             if counts["commits"] == before_commit:
                 _stop_here()
 
-    for module in list(sys.modules.values()):   # every `from orchestration.warehouse import transaction`
+    for module in list(sys.modules.values()):   # every `from orchestration.storage.warehouse import transaction`
         if getattr(module, "transaction", None) is original:
             module.transaction = transaction
 
@@ -200,9 +200,9 @@ def materialize(home: Path, assets: list[str], partition: str, **warehouse_confi
 
 def materialize_now(home: Path, assets: list[str], partition: str, instance: dg.DagsterInstance | None = None,
                     **warehouse_config) -> dg.ExecuteInProcessResult:
+    from orchestration.config.home import warehouse_path
     from orchestration.definitions import build_definitions, resources_for
-    from orchestration.home import warehouse_path
-    from orchestration.warehouse import WarehouseResource
+    from orchestration.storage.warehouse import WarehouseResource
 
     keys = {dg.AssetKey(a) for a in assets}
     specs = [a for a in build_definitions(home).assets if keys & set(getattr(a, "keys", ()))]

@@ -11,7 +11,7 @@ import sys
 import dagster as dg
 
 from orchestration.cli import main
-from orchestration.home import warehouse_path
+from orchestration.config.home import warehouse_path
 from tests.fault_injection.conftest import PARTITION, new_home
 from tests.fault_injection.harness import fork_run, instance_of, materialize, materialize_now, step_messages
 

@@ -4,8 +4,8 @@ import duckdb
 import pytest
 
 from orchestration.cli import main
-from orchestration.home import warehouse_path
-from orchestration.warehouse import WarehouseResource
+from orchestration.config.home import warehouse_path
+from orchestration.storage.warehouse import WarehouseResource
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from checks.asset_checks import CATALOGUE
 from checks.registry import playbooks
 from orchestration.alerting.config import AlertingConfigError, load_config
-from orchestration.thresholds import ThresholdsResource
+from orchestration.config.thresholds import ThresholdsResource
 from sources.config_file import ConfigError
 from sources.mapping import load_prometheus_config, load_sources_file
 

@@ -7,9 +7,9 @@ import dagster as dg
 import pytest
 
 from orchestration.cli import main
-from orchestration.home import ensure_instance, warehouse_path
-from orchestration.instance import InstanceDamaged, open_instance
-from orchestration.warehouse import WarehouseDamaged, WarehouseResource, marker_path
+from orchestration.config.home import ensure_instance, warehouse_path
+from orchestration.storage.instance import InstanceDamaged, open_instance
+from orchestration.storage.warehouse import WarehouseDamaged, WarehouseResource, marker_path
 from tests.fault_injection.conftest import PARTITION, new_home
 from tests.fault_injection.harness import fork_run, instance_of, materialize, materialize_now, step_messages
 

@@ -5,8 +5,8 @@ import time
 
 import dagster as dg
 
-from orchestration.home import DAGSTER_YAML
-from orchestration.instance import process_alive
+from orchestration.config.home import DAGSTER_YAML
+from orchestration.storage.instance import process_alive
 from tests.fault_injection.conftest import PARTITION, new_home
 from tests.fault_injection.harness import fork_run, instance_of, materialize
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from assets.ingest import SOURCES, ingest_partition
-from orchestration.warehouse import WarehouseResource
+from orchestration.storage.warehouse import WarehouseResource
 from sources.client import RawWriter
 from tests.fault_injection.harness import END, HOUR
 

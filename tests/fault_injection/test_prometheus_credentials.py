@@ -21,7 +21,7 @@ import pytest
 
 from assets.prometheus_pull import prometheus_pull
 from orchestration.partitions import hour_keys
-from orchestration.raw_zone import RawZoneResource
+from orchestration.storage.raw_zone import RawZoneResource
 from sources.prometheus import PrometheusResource, resource_from_env
 from sources.urls import redact_url, split_credentials
 

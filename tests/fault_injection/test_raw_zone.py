@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from assets.ingest import SOURCES, ingest_partition
-from orchestration.raw_zone import RawZoneResource
-from orchestration.warehouse import WarehouseResource
+from orchestration.storage.raw_zone import RawZoneResource
+from orchestration.storage.warehouse import WarehouseResource
 from sources.client import RawWriter
 from tests.fault_injection.harness import END, HOUR
 from tests.fault_injection.opens import watch_opens

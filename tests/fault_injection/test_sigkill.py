@@ -15,7 +15,7 @@ import os
 import random
 import time
 
-from orchestration.home import warehouse_path
+from orchestration.config.home import warehouse_path
 from tests.fault_injection.conftest import PARTITION, new_home
 from tests.fault_injection.harness import detect, differences, fork_run, instance_of, tables
 

@@ -1,4 +1,4 @@
-"""The Celery app the deployment's workers run: `celery -A orchestration.celery_app worker` (deploy/).
+"""The Celery app the deployment's workers run: `celery -A orchestration.service.celery_app worker` (deploy/).
 
 dagster-celery's tasks (`execute_plan`: one step of a run) on an app whose broker and result backend
 come from the environment (`GOODPUT_CELERY_BROKER`, `GOODPUT_CELERY_BACKEND`, as the runs' executor

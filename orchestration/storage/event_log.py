@@ -6,7 +6,7 @@ opens: about a fifth of a small detect run's CPU, BENCHMARKS.md section 32). Thi
 open connection per database file (the index and the few most recent runs' files), reused under the
 storage's own lock, so an event costs its statements, not a file open. Everything else (schema,
 files, watchers, what is stored) is Dagster's. The home's dagster.yaml names it
-(orchestration/home.py); a home written before keeps working with either class.
+(orchestration/config/home.py); a home written before keeps working with either class.
 """
 
 from __future__ import annotations

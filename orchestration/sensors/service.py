@@ -31,10 +31,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from orchestration import sensors, sensors_raw
-from orchestration.instance import fail_dead_runs, free_dead_run_slots
 from orchestration.jobs import detect_job, incidents_job
-from orchestration.raw_zone import VERSION_TAG
+from orchestration.sensors import alerts as sensors
+from orchestration.sensors import raw as sensors_raw
+from orchestration.storage.instance import fail_dead_runs, free_dead_run_slots
+from orchestration.storage.raw_zone import VERSION_TAG
 
 SENSOR_NAME = "goodput_service"
 INTERVAL_S = 30

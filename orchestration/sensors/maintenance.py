@@ -1,5 +1,5 @@
 """The daily maintenance run (assets/maintenance.py) at 03:17 UTC: retention, zstd raw zone,
-compaction, bounded run history. The only schedule: detection is event-driven (orchestration/sensors_raw.py)."""
+compaction, bounded run history. The only schedule: detection is event-driven (orchestration/sensors/raw.py)."""
 
 import dagster as dg
 

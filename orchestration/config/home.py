@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from orchestration.service_config import load_service_settings
+from orchestration.config.service_config import load_service_settings
 
 DEFAULT_HOME = ".goodput"
 
@@ -32,7 +32,7 @@ concurrency:
         limit: 1
 # A run killed while it holds the slot (SIGKILL, OOM) must not keep it: the daemon marks dead run
 # workers failed and frees a finished run's slots; every Goodput run also frees dead runs' slots
-# at start-up (orchestration/instance.py).
+# at start-up (orchestration/storage/instance.py).
 run_monitoring:
   enabled: true
   start_timeout_seconds: 180
@@ -54,10 +54,10 @@ freshness:
 telemetry:
   enabled: false
 # Dagster's SQLite event log, with each database file's connection kept open instead of opened and
-# closed for every event (orchestration/event_log.py); the files and what they hold are Dagster's.
+# closed for every event (orchestration/storage/event_log.py); the files and what they hold are Dagster's.
 # (Every goodput command writes this file again for the home it runs on: a moved home follows.)
 event_log_storage:
-  module: orchestration.event_log
+  module: orchestration.storage.event_log
   class: PooledSqliteEventLogStorage
   config:
     base_dir: "@EVENT_LOG_DIR@"

@@ -12,8 +12,8 @@ host and two worker machines. Its parts are the ones a multi-host deployment run
 - `deployment_env` is the environment every process gets (deploy/goodput.env on a real host):
   `GOODPUT_EXECUTOR=celery` makes the detect job hand its steps to Celery (orchestration/jobs.py), and
   `GOODPUT_CELERY_VISIBILITY_TIMEOUT`, when set, is how long a lost worker host's step waits before Redis
-  hands it to another worker (orchestration/celery_app.py);
-- `Workers` starts `celery -A orchestration.celery_app worker` processes, each in a session of its own
+  hands it to another worker (orchestration/service/celery_app.py);
+- `Workers` starts `celery -A orchestration.service.celery_app worker` processes, each in a session of its own
   (a stand-in host: its process group is the worker and its pool processes, nothing else), and waits,
   by asking them (a bounded number of pings), until all answer.
 
@@ -43,10 +43,10 @@ from urllib.parse import quote
 
 import yaml
 
-from orchestration.home import goodput_home
-from orchestration.warehouse import POOL, warehouse_for
+from orchestration.config.home import goodput_home
+from orchestration.storage.warehouse import POOL, warehouse_for
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = REPO_ROOT / "deploy"
 LAKE_DB = "goodput_lake"
 DAGSTER_DB = "goodput_dagster"
@@ -125,7 +125,7 @@ class Workers:
         self.logs.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
         for i in range(1, self.count + 1):
-            command = [sys.executable, "-m", "celery", "-A", "orchestration.celery_app", "worker", "--pool", "prefork",
+            command = [sys.executable, "-m", "celery", "-A", "orchestration.service.celery_app", "worker", "--pool", "prefork",
                        "--concurrency", "1", "-n", f"goodput-w{i}@%h", "-Q", "dagster", "--loglevel", "INFO",
                        "--without-gossip", "--without-mingle"]
             if self.imports:
@@ -143,7 +143,7 @@ class Workers:
         """Ask the workers (a broadcast ping, 1 s for answers) until all answer, at most `tries` times."""
         from celery import Celery
 
-        from orchestration.celery_app import broker_transport_options
+        from orchestration.service.celery_app import broker_transport_options
 
         app = Celery(broker=self.env["GOODPUT_CELERY_BROKER"])
         # a client that reads replies sweeps overdue steps back onto the queue too: with the workers' timeout
@@ -202,9 +202,9 @@ def _shard_run(hour: str, shard: str, quiet: dict) -> int:
     """One hour x shard run, orchestrated in a process of its own (spawned, with the deployment's environment):
     Dagster configures logging at each run's start, and two runs orchestrated by two threads of one process
     deadlock on the logging locks."""
-    from orchestration.instance import open_instance
     from orchestration.jobs import DETECT_SHARD
     from orchestration.shards import run_tags
+    from orchestration.storage.instance import open_instance
 
     _quiet_celery()
     with open_instance() as instance:
@@ -216,8 +216,8 @@ def run_hours(keys: list[str], say: Callable[[str], None], quiet: dict) -> dict:
     (`deployment_env`) must be set before orchestration.jobs is first imported."""
     # imported here, not at the top: the executor is chosen when orchestration.jobs is first imported
     from orchestration.definitions import defs
-    from orchestration.instance import open_instance
     from orchestration.shards import configured
+    from orchestration.storage.instance import open_instance
 
     _quiet_celery()
     if os.environ.get("GOODPUT_EXECUTOR") != "celery":

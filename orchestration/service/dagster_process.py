@@ -1,10 +1,10 @@
 """Run a Dagster command module (`dagster_webserver`, `dagster._daemon`) with a slower code-server watch.
 
-    python -m orchestration.dagster_process dagster_webserver -w WORKSPACE -h HOST -p PORT
+    python -m orchestration.service.dagster_process dagster_webserver -w WORKSPACE -h HOST -p PORT
 
 Dagster's workspace polls each gRPC code server's id every second (`server_watcher.WATCH_INTERVAL`)
 to notice a restarted server. `goodput ui` starts its code server once, with a fixed id, so a
-30-second check loses nothing and saves ~0.5 CPU-s per minute idle (orchestration/ui_service.py).
+30-second check loses nothing and saves ~0.5 CPU-s per minute idle (orchestration/service/ui.py).
 The attribute is Dagster's own module global, read at each watch thread's start; if a later Dagster
 drops it, the setting is simply not applied (the default poll still works).
 """
@@ -14,7 +14,7 @@ import sys
 
 from dagster._grpc import server_watcher
 
-from orchestration.ui_service import WATCH_SECONDS
+from orchestration.service.ui import WATCH_SECONDS
 
 
 def main() -> None:

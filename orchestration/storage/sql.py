@@ -14,7 +14,7 @@ from typing import Any
 
 import duckdb
 
-SQL_ROOT = Path(__file__).resolve().parent.parent / "sql"
+SQL_ROOT = Path(__file__).resolve().parents[2] / "sql"
 
 
 @functools.cache

@@ -1,5 +1,5 @@
 """The replay's growing home: its raw zone and checkpoints, grown from a staged (simulated) copy as
-simulated time passes (orchestration/replay.py drives it tick by tick).
+simulated time passes (orchestration/evaluation/replay.py drives it tick by tick).
 
 The raw zone grows line by line (`GrowingRawZone`): each staged line is appended to the same hour
 file, in the same order, once its data has arrived (its time plus its source's data latency).

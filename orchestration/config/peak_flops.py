@@ -1,6 +1,6 @@
 """The peak FLOPs table: dense peak FLOP/s per GPU model and precision, the denominator of MFU.
 
-The maintained table is `orchestration/peak_flops.yaml`; a site adds GPUs or corrects figures in
+The maintained table is `orchestration/config/peak_flops.yaml`; a site adds GPUs or corrects figures in
 `GOODPUT_HOME/peak_flops.yaml` (same shape, merged over it by `match`). Both are validated once at
 load with pydantic; a bad file is one line naming the file, the key and the fix.
 """

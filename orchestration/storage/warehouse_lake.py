@@ -13,7 +13,7 @@ and analyst views run as on the file backend, with these differences, all handle
 - Views, table macros, comments, ALTER TABLE ADD COLUMN, NOT NULL, JSON and list columns run as
   they are (DuckLake 1.5 keeps macros in its catalog).
 - Writers on different machines commit optimistically: two that touch the same table at once may
-  find a commit conflict; orchestration/warehouse_retry.py retries it (docs/deploy.md).
+  find a commit conflict; orchestration/storage/warehouse_retry.py retries it (docs/deploy.md).
 - Small files accumulate (every write adds some): `maintain` merges adjacent files and expires
   snapshots older than the retention, once a day (assets/maintenance.py's lake step).
 - The data path may be an S3 bucket (`s3://bucket/prefix/`: AWS S3 or any S3-compatible store): the
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import duckdb
 
-from orchestration.sql import split_statements
+from orchestration.storage.sql import split_statements
 
 LAKE = "lake"
 """The name the lake is attached as (and made the default catalog: `USE lake`)."""

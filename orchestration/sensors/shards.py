@@ -15,8 +15,8 @@ from __future__ import annotations
 import dagster as dg
 
 from orchestration.jobs import DETECT_SHARD, detect_job
-from orchestration.raw_zone import VERSION_TAG
 from orchestration.shards import HOUR, SHARDED_SOURCE, Shard, file_owner, partition_key
+from orchestration.storage.raw_zone import VERSION_TAG
 
 HOUR_TAG = f"dagster/partition/{HOUR}"
 

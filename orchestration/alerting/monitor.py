@@ -11,8 +11,8 @@ import json
 
 import pandas as pd
 
-from orchestration import sql
-from orchestration.warehouse import transaction
+from orchestration.storage import sql
+from orchestration.storage.warehouse import transaction
 
 COLUMNS = ("incident_id", "transition", "transition_at", "signal", "tier", "owner", "title", "tier_reason",
            "evidence", "playbook", "dagster_run_url")

@@ -15,7 +15,7 @@ signal's detection window + the runs' own time. Each tick's CPU time (this proce
 execute in it) is recorded, so a tick's cost can be held to the data it read.
 
 Checkpoints grow too, copied into the home as their `checkpoint_saved` lines arrive; the growing
-raw zone and checkpoints are orchestration/replay_staging.py.
+raw zone and checkpoints are orchestration/evaluation/replay_staging.py.
 
 Library: `replay(staging, home, start, end, ...)` returns a `ReplayResult`; `tier_table` and
 `fault_type_table` summarize it against TARGETS. The `goodput replay` command
@@ -36,12 +36,12 @@ import numpy as np
 import pandas as pd
 from dagster._utils.schedules import cron_string_iterator
 
-from orchestration import sensors_raw
+from orchestration.config.home import raw_root
 from orchestration.definitions import build_definitions, resources_for
-from orchestration.home import raw_root
+from orchestration.evaluation.replay_staging import DEFAULT_LATENCY_S, GrowingCheckpoints, GrowingRawZone, StagedFile, index_file
+from orchestration.evaluation.scoring import load_truth, match, opened_incidents
 from orchestration.partitions import hourly
-from orchestration.replay_staging import DEFAULT_LATENCY_S, GrowingCheckpoints, GrowingRawZone, StagedFile, index_file
-from orchestration.scoring import load_truth, match, opened_incidents
+from orchestration.sensors import raw as sensors_raw
 
 __all__ = ["CADENCE", "DEFAULT_LATENCY_S", "TARGETS", "GrowingCheckpoints", "GrowingRawZone", "ReplayResult", "StagedFile",
            "fault_type_table", "index_file", "replay", "schedule_ticks", "tier_table"]
@@ -99,7 +99,7 @@ def replay(staging: Path, home: Path, start, end, *, instance=None, latency: dic
         raise ValueError(f"the partitions start at {first:%Y-%m-%d %H:00} UTC, after this replay's first hour "
                          f"({start:%Y-%m-%d %H:00}): the code location was loaded for another home "
                          f"(GOODPUT_HOME={os.environ.get('GOODPUT_HOME', './.goodput')}); point GOODPUT_HOME at the "
-                         "replay's home (orchestration.commands.common.use_home) before importing orchestration.replay")
+                         "replay's home (orchestration.commands.common.use_home) before importing orchestration.evaluation.replay")
     instance = instance or dg.DagsterInstance.get()
     defs = build_definitions(home)
     # the raw-zone sensor alone (goodput ui runs it inside goodput_service): the replay runs the fold itself

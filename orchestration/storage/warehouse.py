@@ -16,11 +16,11 @@ Reliability (docs/reliability.md):
   damaged file (a directory, zero bytes, a foreign header) is one line naming it and the way out.
 - Analyst connections (`analyst=True`) cannot touch the file system: external access disabled and
   the configuration locked (no COPY ... TO, read_csv of other files, INSTALL, ATTACH).
-- Every run's set-up frees the pool slots of dead runs (orchestration/instance.py).
+- Every run's set-up frees the pool slots of dead runs (orchestration/storage/instance.py).
 
 Two backends (issue 21; `warehouse:` in service.yaml, docs/deploy.md): `duckdb`, the file above (the
 default), and `ducklake`, a DuckLake catalog in PostgreSQL with Parquet data under a shared path
-(orchestration/warehouse_lake.py). The same migrations (adapted in one place) and views run on both.
+(orchestration/storage/warehouse_lake.py). The same migrations (adapted in one place) and views run on both.
 Lake writers on many machines commit optimistically: a commit conflict in a step is a
 `WarehouseConflict` (a `dg.RetryRequested` with backoff: the step runs again, the run does not fail);
 code that can re-run its own transaction uses `write()`, which retries in place. Both count the
@@ -42,12 +42,13 @@ import dagster as dg
 import duckdb
 import tenacity
 
-from orchestration import progress, warehouse_lake
-from orchestration.home import warehouse_path
-from orchestration.instance import POOL, free_dead_run_slots
-from orchestration.service_config import load_service_settings
-from orchestration.sql import SQL_ROOT
-from orchestration.warehouse_retry import WarehouseConflict, conflict_retries, is_conflict, retry_conflicts
+from orchestration import progress
+from orchestration.config.home import warehouse_path
+from orchestration.config.service_config import load_service_settings
+from orchestration.storage import warehouse_lake
+from orchestration.storage.instance import POOL, free_dead_run_slots
+from orchestration.storage.sql import SQL_ROOT
+from orchestration.storage.warehouse_retry import WarehouseConflict, conflict_retries, is_conflict, retry_conflicts
 
 __all__ = ["POOL", "WarehouseResource", "WarehouseBusy", "WarehouseLocked", "WarehouseMissing", "WarehouseDamaged",
            "WarehouseConflict", "conflict_retries"]

@@ -20,8 +20,8 @@ import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
 from checks.registry import REGISTRY
-from orchestration import sql
-from orchestration.warehouse import warehouse_for
+from orchestration.storage import sql
+from orchestration.storage.warehouse import warehouse_for
 
 # Fault shapes an operator should NOT be paged for: what they should see instead. They have no signal;
 # an incident on their entity during them that matches no other fault is a false alarm they caused.

@@ -19,14 +19,15 @@ import dagster as dg
 import duckdb
 import pandas as pd
 
-from orchestration import monitor_incidents, sql
+from orchestration.alerting import monitor as monitor_incidents
 from orchestration.alerting.config import AlertingConfigError
 from orchestration.alerting.journal import mirror_journal
 from orchestration.alerting.resource import AlertingResource
 from orchestration.board_links import alert_links
 from orchestration.jobs import detect_job, incidents_job
-from orchestration.raw_zone import RawZoneResource
-from orchestration.warehouse import WarehouseBusy, WarehouseMissing, WarehouseResource
+from orchestration.storage import sql
+from orchestration.storage.raw_zone import RawZoneResource
+from orchestration.storage.warehouse import WarehouseBusy, WarehouseMissing, WarehouseResource
 
 MONITOR_FAMILY = "monitor"
 
@@ -168,7 +169,7 @@ def alerts_pass(context, instance_fn, state: dict, warehouse: WarehouseResource,
 def incident_alerts(context: dg.SensorEvaluationContext, warehouse: WarehouseResource, alerting: AlertingResource):
     """Deliver each incident transition (opened, escalated, resolved), and each alert about Goodput
     itself, once to every sink its tier and owner route it to; failing sinks are retried with backoff.
-    (`goodput ui` runs this as part of `goodput_service`, orchestration/sensors_service.py.)"""
+    (`goodput ui` runs this as part of `goodput_service`, orchestration/sensors/service.py.)"""
     state = json.loads(context.cursor) if context.cursor and context.cursor.startswith("{") else {}
     before = json.dumps(state, sort_keys=True)
     message = alerts_pass(context, lambda: context.instance, state, warehouse, alerting)
@@ -274,7 +275,7 @@ def goodput_staleness(context: dg.SensorEvaluationContext, warehouse: WarehouseR
                       raw_zone: RawZoneResource):
     """Alert when no detect run has succeeded, or no raw data has arrived, for the configured time
     (and resolve when it is fresh again). On by default, like the detect schedule. Its warehouse
-    resource's set-up frees the pool slots of dead runs each tick (orchestration/instance.py)."""
+    resource's set-up frees the pool slots of dead runs each tick (orchestration/storage/instance.py)."""
     state = json.loads(context.cursor) if context.cursor else {}
     message = staleness_pass(context, context.instance, state, warehouse, alerting, Path(raw_zone.root))
     context.update_cursor(json.dumps(state, sort_keys=True))

@@ -16,7 +16,7 @@ one, docs/service.md). Many hours at once (an import): oldest first, `max_hours_
 An idle raw zone costs one listing of a few days' folders per tick and launches nothing.
 
 With shards configured, an hour's changed files are asked of the shards they belong to first, then of
-the hour (orchestration/sensors_shards.py).
+the hour (orchestration/sensors/shards.py).
 """
 
 from __future__ import annotations
@@ -29,13 +29,14 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
-from orchestration import raw_watch, sensors_shards, sql
+from orchestration.config.service_config import load_service_settings
 from orchestration.jobs import detect_job
 from orchestration.partitions import HOUR_KEY, hourly
-from orchestration.raw_zone import RawZoneResource
-from orchestration.service_config import load_service_settings
+from orchestration.sensors import shards as sensors_shards
 from orchestration.shards import configured
-from orchestration.warehouse import WarehouseBusy, WarehouseMissing, WarehouseResource
+from orchestration.storage import raw_watch, sql
+from orchestration.storage.raw_zone import RawZoneResource
+from orchestration.storage.warehouse import WarehouseBusy, WarehouseMissing, WarehouseResource
 
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
              dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
@@ -149,7 +150,7 @@ def detect_requests(instance: dg.DagsterInstance | None, cursor: dict, warehouse
 def raw_zone_detect(context: dg.SensorEvaluationContext, warehouse: WarehouseResource, raw_zone: RawZoneResource):
     """Request a detect run for each hour whose raw files changed (new files, appended bytes), one
     run per partition at a time, oldest hours first; an hour without new data launches nothing.
-    (`goodput ui` runs this as part of `goodput_service`, orchestration/sensors_service.py.)"""
+    (`goodput ui` runs this as part of `goodput_service`, orchestration/sensors/service.py.)"""
     started = time.process_time()
     cursor = json.loads(context.cursor) if context.cursor else {}
     instance = context.instance if _has_instance(context) else None

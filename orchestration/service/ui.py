@@ -85,9 +85,9 @@ def run_ui(home: Path, host: str, port: int, board_port: int, repo_root: Path) -
              "--host", "127.0.0.1", "--port", str(code_port), "--fixed-server-id", f"goodput-{code_port}",
              "--log-level", "warning"], cwd=home, env=env))
         _wait_for_code_server(code_port, procs[0])
-        procs.append(subprocess.Popen([python, "-m", "orchestration.dagster_process", "dagster_webserver",
+        procs.append(subprocess.Popen([python, "-m", "orchestration.service.dagster_process", "dagster_webserver",
                                        "-w", str(workspace), "-h", host, "-p", str(port)], cwd=home, env=env))
-        procs.append(subprocess.Popen([python, "-m", "orchestration.dagster_process", "dagster._daemon", "run",
+        procs.append(subprocess.Popen([python, "-m", "orchestration.service.dagster_process", "dagster._daemon", "run",
                                        "-w", str(workspace)], cwd=home, env=env))
         procs.append(subprocess.Popen([python, "-m", "board", "--home", str(home), "--host", host, "--port", str(board_port),
                                        "--dagster-url", f"http://{host}:{port}"], cwd=repo_root, env=env))
