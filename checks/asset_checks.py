@@ -313,7 +313,7 @@ def build_checks(signals: list[Signal], name: str, partitions_def: dg.Partitions
             # the signals read none of what they store: the step stores them together, then reports each
             store(con, window.start, [evaluation for _, _, evaluation in done], shard)
         for signal, chosen, e in done:
-            yield check_result(signal, e.frame, e.findings, chosen, home=home, board_url=board.url, judged=e.judged,
+            yield check_result(signal, e.frame, e.findings, chosen, home=home, board_url=board.base(), judged=e.judged,
                                asset=asset)
         if errors:
             names = ", ".join(n for n, _ in errors)

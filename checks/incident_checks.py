@@ -51,7 +51,7 @@ def verdict(open_: pd.DataFrame, gpu_hours: float, board: BoardResource) -> dg.A
         "open_incidents": dg.MetadataValue.int(len(open_)),
         "gpu_hours_at_risk_open (GPU-h, each correlated group once)": dg.MetadataValue.float(round(gpu_hours, 3)),
         "open_incident_table": dg.MetadataValue.md("\n".join(lines) if len(open_) else "No open incidents."),
-        "board": dg.MetadataValue.url(board.url),
+        "board": dg.MetadataValue.url(board.base()),
     }
     if not urgent.empty:
         metadata["most_urgent"] = dg.MetadataValue.url(board.incident(urgent.iloc[0]["incident_id"]))

@@ -16,8 +16,9 @@ DEFAULT_BOARD_URL = f"http://127.0.0.1:{DEFAULT_BOARD_PORT}"
 BOARD_URL_ENV = "GOODPUT_BOARD_URL"
 
 
-def board_url_from_env() -> str:
-    return os.environ.get(BOARD_URL_ENV) or DEFAULT_BOARD_URL
+def board_url(env_name: str = BOARD_URL_ENV, fallback: str = DEFAULT_BOARD_URL) -> str:
+    """The board's base URL: the environment variable `env_name` where it is set, else `fallback`."""
+    return (os.environ.get(env_name) if env_name else None) or fallback
 
 
 def incident_link(base: str, incident_id: str) -> str:
@@ -51,12 +52,18 @@ def alert_links(base: str, alert: dict) -> dict[str, str]:
 
 
 class BoardResource(dg.ConfigurableResource):
-    """The incident board's base URL, for links in check metadata (GOODPUT_BOARD_URL, else loopback)."""
+    """The incident board's base URL, for links in check metadata: the variable `url_env` names it
+    (GOODPUT_BOARD_URL), read where and when a step runs, not when the code location loads (the UI shows
+    the variable's name, like a `dg.EnvVar`); `url` where it is unset (default: the board on loopback)."""
 
+    url_env: str = BOARD_URL_ENV
     url: str = DEFAULT_BOARD_URL
 
+    def base(self) -> str:
+        return board_url(self.url_env, self.url)
+
     def incident(self, incident_id: str) -> str:
-        return incident_link(self.url, incident_id)
+        return incident_link(self.base(), incident_id)
 
     def report(self, report_path: str) -> str:
-        return report_link(self.url, report_path)
+        return report_link(self.base(), report_path)

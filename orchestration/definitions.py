@@ -10,7 +10,7 @@ from assets.sharded import sharded_assets
 from checks.asset_checks import signal_checks
 from checks.sharded import sharded_checks
 from orchestration.alerting.resource import alerting_resource_for
-from orchestration.board_links import BoardResource, board_url_from_env
+from orchestration.board_links import BoardResource
 from orchestration.config.home import goodput_home, raw_root
 from orchestration.config.service_config import load_service_settings
 from orchestration.config.thresholds import ThresholdsResource
@@ -31,7 +31,7 @@ def resources_for(home) -> dict:
         "raw_zone": RawZoneResource(root=str(raw_root(home))),
         "alerting": alerting_resource_for(home),
         # Off unless a URL (or a sources file naming one) is set: the simulator is the default source.
-        "board": BoardResource(url=board_url_from_env()),   # links in check metadata open the incident board
+        "board": BoardResource(),   # links in check metadata open the incident board (GOODPUT_BOARD_URL at run time)
         "prometheus": prometheus_resource_from_env(),   # secrets as dg.EnvVar: names in storage, never values
     }
 

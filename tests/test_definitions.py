@@ -37,3 +37,28 @@ def test_dagster_definitions_validate_passes(tmp_path):
     done = subprocess.run([str(dagster), "definitions", "validate", "-w", "workspace.yaml"],
                           cwd=REPO, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_board_url_and_the_routes_file_are_read_when_used_not_when_the_code_location_loads(tmp_path, monkeypatch):
+    from orchestration.alerting.config import DEFAULT_CONFIG
+    from orchestration.definitions import resources_for
+
+    monkeypatch.delenv("GOODPUT_BOARD_URL", raising=False)
+    monkeypatch.delenv("GOODPUT_ALERTING", raising=False)
+    resources = resources_for(tmp_path)
+    board, alerting = resources["board"], resources["alerting"]
+    assert board.incident("inc-1") == "http://127.0.0.1:3001/incidents/inc-1"
+    assert alerting.config().dagster_url == "http://127.0.0.1:3000"
+    # set after the definitions were built, as in a run or a tick started later: the links and routes follow
+    monkeypatch.setenv("GOODPUT_BOARD_URL", "https://board.example")
+    routes = tmp_path / "routes.yaml"
+    routes.write_text(DEFAULT_CONFIG.read_text().replace("dagster_url: http://127.0.0.1:3000",
+                                                         "dagster_url: https://dagster.example"))
+    monkeypatch.setenv("GOODPUT_ALERTING", str(routes))
+    assert board.incident("inc-1") == "https://board.example/incidents/inc-1"
+    assert alerting.board_base() == "https://board.example"
+    assert alerting.config().dagster_url == "https://dagster.example"
+    # what the resources hold (what Dagster's UI shows as their config) is the variables' names, never their values
+    held = {**board.model_dump(), **alerting.model_dump()}
+    assert {held["url_env"], held["board_url_env"], held["config_path_env"]} == {"GOODPUT_BOARD_URL", "GOODPUT_ALERTING"}
+    assert "example" not in repr(held)

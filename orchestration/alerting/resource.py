@@ -14,23 +14,35 @@ from orchestration.alerting.delivery import Sink, SinkInactive, deliver
 from orchestration.alerting.grouping import notifications
 from orchestration.alerting.journal import AlertJournal, append_jsonl, finished, latest_sent, read_jsonl
 from orchestration.alerting.payloads import dedup_key
-from orchestration.board_links import DEFAULT_BOARD_URL, board_url_from_env
+from orchestration.board_links import BOARD_URL_ENV, DEFAULT_BOARD_URL, board_url
 from orchestration.config.home import alerts_path
 
 DELIVER_LOCK_SECONDS = 5     # how long a deliverer waits for another's delivery lock before skipping its turn
+CONFIG_ENV = "GOODPUT_ALERTING"
 
 
 class AlertingResource(dg.ConfigurableResource):
-    """Routing config, the sinks it names, the attempt journal and the monitor outbox of one Goodput home."""
+    """Routing config, the sinks it names, the attempt journal and the monitor outbox of one Goodput home.
+    Two settings are environment variables named here and read when a run or tick uses them, not when the
+    code location loads (the UI shows their names, like a `dg.EnvVar`): `config_path_env` names the routes
+    file (else `config_path`), `board_url_env` the incident board alerts link to (else `board_url`)."""
 
-    config_path: str
+    config_path: str = str(DEFAULT_CONFIG)
+    config_path_env: str = CONFIG_ENV
     file_sink_path: str     # the file sink: GOODPUT_HOME/alerts/alerts.jsonl
     journal_path: str       # the attempt journal: GOODPUT_HOME/alerts/attempts.jsonl
     outbox_path: str        # alerts about Goodput itself, kept until delivered: GOODPUT_HOME/alerts/monitor.jsonl
-    board_url: str = DEFAULT_BOARD_URL   # the incident board alerts link to (GOODPUT_BOARD_URL)
+    board_url: str = DEFAULT_BOARD_URL
+    board_url_env: str = BOARD_URL_ENV
+
+    def routes_path(self) -> str:
+        return (os.environ.get(self.config_path_env) if self.config_path_env else None) or self.config_path
+
+    def board_base(self) -> str:
+        return board_url(self.board_url_env, self.board_url)
 
     def config(self) -> AlertingConfig:
-        return load_config(self.config_path)
+        return load_config(self.routes_path())
 
     def journal(self) -> AlertJournal:
         return AlertJournal(self.journal_path)
@@ -91,9 +103,7 @@ def alerting_resource_for(home) -> AlertingResource:
     """The alerting resource of one home; the routing file is `$GOODPUT_ALERTING`, else the repository's."""
     file_sink = alerts_path(Path(home))
     return AlertingResource(
-        config_path=os.environ.get("GOODPUT_ALERTING") or str(DEFAULT_CONFIG),
         file_sink_path=str(file_sink),
         journal_path=str(file_sink.with_name("attempts.jsonl")),
         outbox_path=str(file_sink.with_name("monitor.jsonl")),
-        board_url=board_url_from_env(),
     )

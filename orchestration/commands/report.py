@@ -53,7 +53,7 @@ def write(path: Path, text: str) -> None:
 
 def cmd_report(args) -> int:
     from board.app import Board
-    from orchestration.board_links import board_url_from_env
+    from orchestration.board_links import board_url
     from orchestration.config.home import warehouse_path
     from orchestration.storage.warehouse import WarehouseBusy, warehouse_for
 
@@ -73,7 +73,7 @@ def cmd_report(args) -> int:
         listed = ", ".join(known[:20]) + (" ..." if len(known) > 20 else "")
         raise CliError(f"no run {args.run_id!r} in {warehouse_path(home)}; known runs: {listed or 'none'}")
     # links in the saved page open the live board
-    board = Board(home, dagster_url=None, root=board_url_from_env().rstrip("/"), wait_seconds=max(args.timeout, 0.0))
+    board = Board(home, dagster_url=None, root=board_url().rstrip("/"), wait_seconds=max(args.timeout, 0.0))
     status, page = board.run_page(args.run_id, inline_plotly=True)
     if status != 200:
         raise CliError(f"could not read run {args.run_id!r} from {warehouse_path(home)} (HTTP-like status {status}); try again")

@@ -147,7 +147,7 @@ def alerts_pass(context, instance_fn, state: dict, warehouse: WarehouseResource,
         run_url = alerting.run_url(_latest_fold_run(instance_fn())) if alerts else None
         for alert in alerts:
             alert["dagster_run_url"] = run_url
-            alert.update(alert_links(alerting.board_url, alert))   # the incident's page on the board
+            alert.update(alert_links(alerting.board_base(), alert))   # the incident's page on the board
         everything = sorted(alerts + alerting.monitor_alerts(), key=lambda a: (a.get("transition_at") or "", a["incident_id"]))
         message = run_alerts(context, alerting, everything)
         settled = not alerting.pending(alerts, clock=utcnow)
@@ -199,7 +199,7 @@ def monitor_alert(alerting: AlertingResource, *, incident_id: str, transition: s
         "ranks": [], "hosts": [], "gpus": [], "onset": iso, "opened": iso, "gpu_hours_at_risk": None,
         "evidence": evidence, "playbook": playbook, "dagster_run_url": run_url,
     }
-    return {**alert, **alert_links(alerting.board_url, alert)}   # a monitor incident has its board page too
+    return {**alert, **alert_links(alerting.board_base(), alert)}   # a monitor incident has its board page too
 
 
 class _Leave(dict):

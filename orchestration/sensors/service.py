@@ -95,7 +95,7 @@ def _stat(path: str | Path) -> list[int] | None:
 
 def alert_inputs(warehouse, alerting) -> list:
     """What an alert pass reads, as file stats: unchanged stats and a settled cursor mean nothing to do."""
-    return [_stat(p) for p in (warehouse.path, alerting.journal_path, alerting.outbox_path, alerting.config_path)]
+    return [_stat(p) for p in (warehouse.path, alerting.journal_path, alerting.outbox_path, alerting.routes_path())]
 
 
 def queue_redo(state: dict, run: dg.DagsterRun) -> None:
