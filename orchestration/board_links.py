@@ -6,10 +6,11 @@ the board's default on loopback. Links are plain `https://.../incidents/<id>`, n
 
 from __future__ import annotations
 
-import os
 from urllib.parse import quote
 
 import dagster as dg
+
+from orchestration.config.env import env_or
 
 DEFAULT_BOARD_PORT = 3001
 DEFAULT_BOARD_URL = f"http://127.0.0.1:{DEFAULT_BOARD_PORT}"
@@ -18,7 +19,7 @@ BOARD_URL_ENV = "GOODPUT_BOARD_URL"
 
 def board_url(env_name: str = BOARD_URL_ENV, fallback: str = DEFAULT_BOARD_URL) -> str:
     """The board's base URL: the environment variable `env_name` where it is set, else `fallback`."""
-    return (os.environ.get(env_name) if env_name else None) or fallback
+    return env_or(env_name, fallback)
 
 
 def incident_link(base: str, incident_id: str) -> str:

@@ -2,13 +2,13 @@
 which sinks exist, which transitions each hears, how deliveries are retried. Secrets are never in
 the file: a sink names the environment variable that holds its URL or routing key."""
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from orchestration.config.env import env_or
 from sources.config_file import ConfigError, config_error, load_model, read_yaml
 
 DEFAULT_CONFIG = Path(__file__).parent.with_name("alerting.yaml")
@@ -107,7 +107,7 @@ class AlertingConfig(_Strict):
         return self
 
     def ui_url(self) -> str:
-        return (os.environ.get(self.dagster_url_env) if self.dagster_url_env else None) or self.dagster_url
+        return env_or(self.dagster_url_env, self.dagster_url)
 
     def route(self, alert: Mapping) -> list[str]:
         """The sinks an alert goes to, in the order the routes name them, each once."""

@@ -30,6 +30,7 @@ from orchestration.alerting.config import AlertingConfig, Retry, SinkSpec
 from orchestration.alerting.grouping import notifications
 from orchestration.alerting.journal import AlertJournal, append_jsonl, backoff_until, finished, latest_sent, read_jsonl
 from orchestration.alerting.payloads import TRANSITION_ORDER, dedup_key, pagerduty_event, slack_message, summary, webhook_body
+from orchestration.config.env import env_or
 
 
 class _NoRequestLines(logging.Filter):
@@ -86,7 +87,7 @@ class Sink:
         self._url()
 
     def _url(self) -> str:
-        url = (os.environ.get(self.spec.url_env) if self.spec.url_env else None) or self.spec.url
+        url = env_or(self.spec.url_env, self.spec.url)
         if not url:
             raise SinkInactive(f"sink {self.name}: ${self.spec.url_env} is not set")
         return url

@@ -1,7 +1,6 @@
 """The alerting resource of one Goodput home: its routes, sinks, journal and the monitor outbox."""
 
 import fcntl
-import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -15,6 +14,7 @@ from orchestration.alerting.grouping import notifications
 from orchestration.alerting.journal import AlertJournal, append_jsonl, finished, latest_sent, read_jsonl
 from orchestration.alerting.payloads import dedup_key
 from orchestration.board_links import BOARD_URL_ENV, DEFAULT_BOARD_URL, board_url
+from orchestration.config.env import env_or
 from orchestration.config.home import alerts_path
 
 DELIVER_LOCK_SECONDS = 5     # how long a deliverer waits for another's delivery lock before skipping its turn
@@ -36,7 +36,7 @@ class AlertingResource(dg.ConfigurableResource):
     board_url_env: str = BOARD_URL_ENV
 
     def routes_path(self) -> str:
-        return (os.environ.get(self.config_path_env) if self.config_path_env else None) or self.config_path
+        return env_or(self.config_path_env, self.config_path)
 
     def board_base(self) -> str:
         return board_url(self.board_url_env, self.board_url)

@@ -33,7 +33,6 @@ def fragment(name: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
 
 
-@functools.cache
 def statements(name: str) -> tuple[str, ...]:
     """The statements of one SQL file, comments kept, empty ones dropped."""
     return split_statements(sql_text(name))
