@@ -128,6 +128,23 @@ def test_nvidia_smi_q_text_with_a_driver_reload(tmp_path):
     assert report.skipped == {"nvidia-smi error": 1} and "driver changed mid-log: 550.54.15 -> 550.90.07" in report.notes
 
 
+@pytest.mark.parametrize("stray", ["NVSMI LOG", "==NVSMI LOG=="])
+def test_a_csv_line_naming_the_q_banner_keeps_the_file_a_csv(tmp_path, stray):
+    # found by tests/fault_injection/test_fuzz_importers.py: the file's form was told by "NVSMI LOG" anywhere in
+    # its head, so this CSV went to the -q parser and failed whole ("not an `nvidia-smi -q` log")
+    lines = (SAMPLES / "nvidia_smi_query.csv").read_text().splitlines()
+    log = tmp_path / "node.csv"
+    log.write_text("\n".join([lines[0], stray, *lines[1:]]) + "\n")
+    result = import_nvidia_smi([log], tmp_path / "raw", host="gpu-node-7")
+    # every record of the sample, and the stray line quarantined beside the sample's own two error lines
+    assert result["records"] == 6 and result["rejected"] == 3 and result["reports"][0].skipped == {"nvidia-smi error": 3}
+    # and a -q log with a stray line before its first banner is still read as -q
+    q = (SAMPLES / "nvidia_smi_q.txt").read_text()
+    log = tmp_path / "node.txt"
+    log.write_text("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n" + q)
+    assert import_nvidia_smi([log], tmp_path / "raw-q", host="gpu-node-7")["records"] == 4
+
+
 # -- dcgmi dmon: DCGM's command-line reference (dcgmi dmon): `#Entity` header of field short names,
 #    an `ID` line, one `GPU n` row per entity per sample, `N/A` for a value it has not.
 def test_dcgmi_dmon(tmp_path):

@@ -67,6 +67,11 @@ def _value(text: str, scale):
     return None if value is None else value * scale
 
 
+def _banner(stripped: str) -> bool:
+    """A `-q` snapshot's first line, `==============NVSMI LOG==============` (stripped)."""
+    return stripped.startswith("=") and "NVSMI LOG" in stripped
+
+
 def _header(line: str) -> list[str] | None:
     names = [re.sub(r"\s*\[.*\]$", "", part.strip()).lower() for part in line.split(",")]
     return names if "timestamp" in names and "index" in names else None
@@ -202,7 +207,7 @@ def parse_query_text(path: Path, host: str | None = None, run_id: str | None = N
         for number_, line in enumerate(fh, start=1):
             line = line.rstrip("\n")
             stripped = line.strip()
-            if stripped.startswith("=") and "NVSMI LOG" in stripped:
+            if _banner(stripped):
                 flush()
                 snapshots, time, index = snapshots + 1, None, 0
                 continue
@@ -233,13 +238,22 @@ def parse_query_text(path: Path, host: str | None = None, run_id: str | None = N
     return finish(path, records, rejects, notes)
 
 
+def _is_query_text(head: list[str]) -> bool:
+    """Whether a file whose first lines are `head` is `-q` text: a snapshot banner comes before any CSV header."""
+    for line in head:
+        if _banner(line.strip()):
+            return True
+        if _header(line) is not None:
+            return False
+    return False
+
+
 def import_nvidia_smi(paths, raw_root, host: str | None = None, run_id: str | None = None) -> dict:
-    """Either form, told apart per file by its content."""
+    """Either form, told apart per file by its content: the first line of the file's head that is a `-q`
+    snapshot banner or a CSV header decides (a CSV line that merely mentions NVSMI LOG keeps it a CSV)."""
     def parse(path: Path, host=None, run_id=None) -> Parsed:
         with open(path, encoding="utf-8", errors="replace") as fh:
-            head = fh.read(4096)
-        if "NVSMI LOG" in head:
-            return parse_query_text(path, host, run_id)
-        return parse_query_csv(path, host, run_id)
+            head = fh.read(4096).splitlines()
+        return (parse_query_text if _is_query_text(head) else parse_query_csv)(path, host, run_id)
 
     return import_gpu_logs(paths, raw_root, "nvidia-smi", parse, host=host, run_id=run_id)
