@@ -4,6 +4,8 @@
 (schema: sql/migrations/002_baselines.sql). Each row carries the median and MAD of the trailing
 window (the current minute excluded), so detectors and analysts read the same baseline. Each hourly
 partition reads its own lookback from the ingest tables and replaces its hour atomically.
+`training_baselines` also writes `step_ends` (sql/migrations/155_step_ends.sql): when each step's last
+rank reported it, per minute, which busy_not_progressing reads instead of every rank's records.
 
 A live run (the raw-zone sensor's, tagged with the hour's data version) recomputes only the minutes
 whose inputs changed since the last computation, from the first minute ingest marked dirty
@@ -112,11 +114,11 @@ def training_baselines(
 ) -> dg.MaterializeResult:
     """Per-minute run and rank time series (step time, throughput, loss, grad norm, collective and
     compute time, allocator figures, peer medians) with trailing median/MAD baselines
-    (`run_minutes`, `rank_minutes`)."""
+    (`run_minutes`, `rank_minutes`), and when each step ended (`step_ends`)."""
     window = context.partition_time_window
     with warehouse.connect() as con:
-        rows = replace_series(con, "training_steps", ("run_minutes", "rank_minutes"), window.start, window.end,
-                              config.window_minutes, is_live(context))
+        rows = replace_series(con, "training_steps", ("run_minutes", "rank_minutes", "step_ends"), window.start,
+                              window.end, config.window_minutes, is_live(context))
     return dg.MaterializeResult(metadata={**rows, "window_minutes": config.window_minutes})
 
 

@@ -20,7 +20,7 @@ REGISTRY.register(Signal(
         "deadlock or a stuck data path. The GPUs burn hours and the run makes no progress."
     ),
     asset="training_steps",
-    inputs=("gpu_samples", "lineage_events"),
+    inputs=("gpu_samples", "lineage_events", "training_baselines"),   # step_ends: the baselines write it
     query="detect/busy_not_progressing",
     detector=detectors.busy_not_progressing,
     thresholds={

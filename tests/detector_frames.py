@@ -2,6 +2,7 @@
 slow pieces, 10-second GPU samples, and one signal's findings from its SQL on a real warehouse."""
 
 import contextlib
+from datetime import datetime
 
 import duckdb
 import numpy as np
@@ -9,6 +10,7 @@ import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
 from checks.registry import REGISTRY
+from orchestration.storage import sql
 from orchestration.storage.warehouse import migrate
 
 T0 = pd.Timestamp("2026-11-30 10:00:00")      # the partition's start
@@ -114,7 +116,8 @@ def spans(*pieces, ranks=8, **kw):
 
 @contextlib.contextmanager
 def warehouse_of(**tables: pd.DataFrame):
-    """An in-memory, migrated warehouse holding `tables` (name -> rows; columns the table lacks are dropped)."""
+    """An in-memory, migrated warehouse holding `tables` (name -> rows; columns the table lacks are dropped),
+    with the step ends the training baselines derive from `training_steps` (sql/baselines/step_ends.sql)."""
     with duckdb.connect() as con:
         migrate(con)
         for table, rows in tables.items():
@@ -123,4 +126,7 @@ def warehouse_of(**tables: pd.DataFrame):
             con.register("rows", rows[[c for c in rows.columns if c in columns]])
             con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM rows")
             con.unregister("rows")
+        if "training_steps" in tables:
+            every = {"from": datetime(1970, 1, 1), "start": datetime(1970, 1, 1), "end": datetime(2100, 1, 1)}
+            sql.run(con, "baselines/step_ends", every)
         yield con

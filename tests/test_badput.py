@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from assets.badput import badput
+from assets.baselines import training_baselines
 from assets.incidents import incidents
 from assets.ingest import ingest_assets
 from checks.asset_checks import build_check
@@ -45,7 +46,8 @@ def shapes(tmp_path_factory):
     checks = {}
     with memory_instance() as instance:
         for key in HOURS:
-            result = dg.materialize([*ingest_assets, badput, *CHECKS], resources=resources, partition_key=key, instance=instance)
+            result = dg.materialize([*ingest_assets, training_baselines, badput, *CHECKS], resources=resources, partition_key=key,
+                                    instance=instance)
             assert result.success
             checks[key] = {e.check_name: e for e in result.get_asset_check_evaluations()}
         assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources,

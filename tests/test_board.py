@@ -21,6 +21,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+from assets.baselines import training_baselines
 from assets.incidents import incidents
 from assets.ingest import ingest_assets
 from checks.asset_checks import signal_checks
@@ -186,7 +187,7 @@ def small_processed(tmp_path_factory) -> Path:
     resources = resources_for(home)
     with memory_instance() as instance:
         for key in ("2026-11-30-00:00", "2026-11-30-01:00"):
-            assert dg.materialize([*ingest_assets, *signal_checks], resources=resources, partition_key=key,
+            assert dg.materialize([*ingest_assets, training_baselines, *signal_checks], resources=resources, partition_key=key,
                                   instance=instance).success
         assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources,
                               instance=instance).success

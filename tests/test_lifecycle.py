@@ -8,6 +8,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+from assets.baselines import training_baselines
 from assets.incidents import Lifecycle, fold, incident_id, incidents
 from checks.registry import Playbook, Signal, SignalRegistry
 from orchestration.storage.warehouse import WarehouseResource
@@ -188,7 +189,8 @@ def test_rerunning_the_small_scenarios_backfill_in_another_order_gives_identical
     results = []
     for hours in (("2026-11-30-00:00", "2026-11-30-01:00"), ("2026-11-30-01:00", "2026-11-30-00:00")):
         for key in hours:
-            assert dg.materialize([*ingest_assets, *hang_check], resources=resources, partition_key=key, instance=instance).success
+            assert dg.materialize([*ingest_assets, training_baselines, *hang_check], resources=resources, partition_key=key,
+                                  instance=instance).success
         assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources,
                               instance=instance).success
         results.append(_tables(resources["warehouse"]))

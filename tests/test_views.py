@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from assets.baselines import training_baselines
 from assets.incidents import incidents
 from assets.ingest import ingest_assets
 from checks.asset_checks import signal_checks
@@ -38,7 +39,8 @@ HOURS = ("2026-11-30-00:00", "2026-11-30-01:00")
 
 def _process(resources, instance, hours) -> None:
     for key in hours:
-        assert dg.materialize([*ingest_assets, *signal_checks], resources=resources, partition_key=key, instance=instance).success
+        assert dg.materialize([*ingest_assets, training_baselines, *signal_checks], resources=resources, partition_key=key,
+                              instance=instance).success
     assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources, instance=instance).success
 
 

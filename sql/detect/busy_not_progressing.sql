@@ -1,7 +1,8 @@
 -- Progress time series for every run that holds GPUs in [$start, $end): one row per run per
 -- minute tick, with its GPUs' mean utilization over the trailing $util_window_seconds, the last
 -- time the run completed a step, and the run's own typical seconds between steps (its rolling
--- baseline over the trailing $lookback_seconds). Ticks stop where the GPU samples stop.
+-- baseline over the trailing $lookback_seconds). Ticks stop where the GPU samples stop. Steps are read
+-- from step_ends (written by the training baselines), so the check runs after them.
 WITH data_until AS (
     SELECT max(time) AS t FROM gpu_samples WHERE time >= $start AND time < $end
 ), ticks AS (
@@ -25,24 +26,27 @@ WITH data_until AS (
     SELECT DISTINCT run_id FROM run_ticks
 ), attempts AS (   -- a restart from a checkpoint computes its steps again: each attempt's own
     SELECT run_id, time AS attempt FROM lineage_events SEMI JOIN runs USING (run_id) WHERE event = 'run_started'
-), recent AS (   -- one row per completed step of an attempt: when its last rank finished it
-    SELECT p.run_id, p.step, max(p.time) AS time
-    FROM training_steps p SEMI JOIN runs USING (run_id)
-    ASOF LEFT JOIN attempts a ON a.run_id = p.run_id AND a.attempt <= p.time
-    WHERE p.time >= $start - to_seconds($lookback_seconds) AND p.time < $end
-    GROUP BY p.run_id, p.step, a.attempt
+), bound AS (    -- the lookback's first minute ($lookback_seconds floored to a whole minute; every default is one)
+    SELECT time_bucket(INTERVAL 1 MINUTE, $start - to_seconds($lookback_seconds)) AS t
+), recent AS (   -- one row per completed step of an attempt: when its last rank finished it. step_ends holds
+                 -- that per step and minute (sql/baselines/step_ends.sql), a row per step where the step
+                 -- records hold one per rank: a tick reads the lookback's steps, not every rank's records
+    SELECT e.run_id, e.step, max(e.time) AS time
+    FROM step_ends e SEMI JOIN runs USING (run_id)
+    ASOF LEFT JOIN attempts a ON a.run_id = e.run_id AND a.attempt <= e.time
+    WHERE e.minute >= (SELECT t FROM bound) AND e.minute < $end
+    GROUP BY e.run_id, e.step, a.attempt
 ), near AS (     -- the last step before the lookback, so a long stall keeps its true onset: looked for in
                  -- the hour before the lookback first ...
-    SELECT p.run_id, arg_max(p.step, p.time) AS step, max(p.time) AS time
-    FROM training_steps p SEMI JOIN runs USING (run_id)
-    WHERE p.time >= $start - to_seconds($lookback_seconds) - INTERVAL 1 HOUR
-      AND p.time < $start - to_seconds($lookback_seconds)
+    SELECT e.run_id, arg_max(e.step, e.time) AS step, max(e.time) AS time
+    FROM step_ends e SEMI JOIN runs USING (run_id)
+    WHERE e.minute >= (SELECT t FROM bound) - INTERVAL 1 HOUR AND e.minute < (SELECT t FROM bound)
     GROUP BY ALL
 ), far AS (      -- ... and further back only for a run that made no step in that hour: a tick's cost does
-                 -- not grow with the days of raw steps retained (no run to look for: no scan at all)
-    SELECT p.run_id, arg_max(p.step, p.time) AS step, max(p.time) AS time
-    FROM training_steps p SEMI JOIN (SELECT run_id FROM runs ANTI JOIN near USING (run_id)) USING (run_id)
-    WHERE p.time < $start - to_seconds($lookback_seconds) - INTERVAL 1 HOUR
+                 -- not grow with the days of steps retained (no run to look for: no scan at all)
+    SELECT e.run_id, arg_max(e.step, e.time) AS step, max(e.time) AS time
+    FROM step_ends e SEMI JOIN (SELECT run_id FROM runs ANTI JOIN near USING (run_id)) USING (run_id)
+    WHERE e.minute < (SELECT t FROM bound) - INTERVAL 1 HOUR
     GROUP BY ALL
 ), progress AS (
     SELECT * FROM recent UNION ALL SELECT * FROM near UNION ALL SELECT * FROM far

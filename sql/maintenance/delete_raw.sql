@@ -3,6 +3,7 @@
 -- small, and the raw-zone sensor's daily scan compares the raw zone with it.
 DELETE FROM gpu_samples WHERE time < $raw_before;
 DELETE FROM training_steps WHERE time < $raw_before;
+DELETE FROM step_ends WHERE minute < $raw_before;        -- derived from the step records, kept as long
 DELETE FROM serving_metrics WHERE time < $raw_before;
 DELETE FROM predictions WHERE time < $raw_before;
 DELETE FROM prediction_outcomes WHERE time < $raw_before;

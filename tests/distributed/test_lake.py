@@ -191,6 +191,7 @@ def test_a_conflict_in_a_check_step_retries_the_step(lake, tmp_path, monkeypatch
     The step commits its signals' findings together (asset_checks.store): that commit meets the conflict."""
     import dagster as dg
 
+    from assets.baselines import training_baselines
     from assets.ingest import ingest_assets
     from checks import asset_checks
     from checks.registry import REGISTRY
@@ -208,7 +209,7 @@ def test_a_conflict_in_a_check_step_retries_the_step(lake, tmp_path, monkeypatch
     monkeypatch.setattr(asset_checks, "store", first_commit_conflicts)
     (tmp_path / "raw").mkdir()
     resources = {**resources_for(tmp_path), "warehouse": lake}
-    result = dg.materialize([*ingest_assets, asset_checks.build_check(REGISTRY.get("busy_not_progressing"))],
+    result = dg.materialize([*ingest_assets, training_baselines, asset_checks.build_check(REGISTRY.get("busy_not_progressing"))],
                             resources=resources, partition_key="2026-11-30-05:00", raise_on_error=False)
     assert result.success and len(calls) == 2
     retried = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY]
