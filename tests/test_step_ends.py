@@ -6,6 +6,7 @@ with a hang, a rank dropout whose peers stall, and a run restarted from a checkp
 again by a second attempt), both give the same frame for every hour, row for row, with the default lookback and
 with one that begins inside the data (the query floors a lookback to whole minutes: every default is one)."""
 
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -40,15 +41,14 @@ def test_the_stall_frame_from_step_ends_equals_the_one_from_every_ranks_records(
                                "WHERE event = 'run_started' GROUP BY run_id)").fetchone()[0]
         frames = []
         for key in HOURS:
-            start = pd.Timestamp(key.replace("-00:00", " 00:00").replace("-01:00", " 01:00")).to_pydatetime()
-            for lookback in (signal.thresholds["lookback_seconds"], 1800.0):   # the default's 6 h; 30 min inside the data
-                params = {"start": start, "end": start + pd.Timedelta(hours=1), **signal.thresholds,
-                          "lookback_seconds": lookback}
+            start = datetime.strptime(key, "%Y-%m-%d-%H:%M")
+            hour = {"start": start, "end": start + timedelta(hours=1), **signal.thresholds}
+            for lookback in (hour["lookback_seconds"], 1800.0):   # the default's 6 h; 30 min, inside the data
+                params = {**hour, "lookback_seconds": lookback}
                 now = sql.frame(con, signal.query, params)
-                then = sql.execute_text(con, REFERENCE, params).df()
-                pd.testing.assert_frame_equal(now, then)
-            frames.append(sql.frame(con, signal.query, {"start": start, "end": start + pd.Timedelta(hours=1),
-                                                        **signal.thresholds}))
+                pd.testing.assert_frame_equal(now, sql.execute_text(con, REFERENCE, params).df())
+                if lookback == signal.thresholds["lookback_seconds"]:
+                    frames.append(now)
     # a step ends once per run and minute where the records hold one row per rank: fewer rows to read
     assert 0 < ends < records / 1.5
     found = pd.concat([signal.detector(frame, dict(signal.thresholds)) for frame in frames])
