@@ -51,7 +51,7 @@ def test_the_stall_frame_from_step_ends_equals_the_one_from_every_ranks_records(
                     frames.append(now)
     # a step ends once per run and minute where the records hold one row per rank: fewer rows to read
     assert 0 < ends < records / 1.5
-    found = pd.concat([signal.detector(frame, dict(signal.thresholds)) for frame in frames])
+    found = pd.concat([f for f in (signal.detector(frame, dict(signal.thresholds)) for frame in frames) if not f.empty])
     if scenario == SMALL:      # the small scenario's hang: found from the step ends, as from the records
         assert set(found["entity_id"]) == {"llm-small"}
     else:                      # badput.yaml restarts a run from its checkpoint after its rank drops out
