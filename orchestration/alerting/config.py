@@ -12,6 +12,12 @@ from orchestration.config.env import env_or
 from sources.config_file import ConfigError, config_error, load_model, read_yaml
 
 DEFAULT_CONFIG = Path(__file__).parent.with_name("alerting.yaml")
+CONFIG_ENV = "GOODPUT_ALERTING"
+
+
+def routes_path(env_name: str = CONFIG_ENV, fallback: str | Path = DEFAULT_CONFIG) -> str:
+    """The routes file: the environment variable `env_name` where it is set, else `fallback` (the repository's)."""
+    return str(env_or(env_name, fallback))
 
 
 class AlertingConfigError(ConfigError):

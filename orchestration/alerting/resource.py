@@ -8,17 +8,15 @@ from pathlib import Path
 import dagster as dg
 import tenacity
 
-from orchestration.alerting.config import DEFAULT_CONFIG, AlertingConfig, load_config
+from orchestration.alerting.config import CONFIG_ENV, DEFAULT_CONFIG, AlertingConfig, load_config, routes_path
 from orchestration.alerting.delivery import Sink, SinkInactive, deliver
 from orchestration.alerting.grouping import notifications
 from orchestration.alerting.journal import AlertJournal, append_jsonl, finished, latest_sent, read_jsonl
 from orchestration.alerting.payloads import dedup_key
 from orchestration.board_links import BOARD_URL_ENV, DEFAULT_BOARD_URL, board_url
-from orchestration.config.env import env_or
 from orchestration.config.home import alerts_path
 
 DELIVER_LOCK_SECONDS = 5     # how long a deliverer waits for another's delivery lock before skipping its turn
-CONFIG_ENV = "GOODPUT_ALERTING"
 
 
 class AlertingResource(dg.ConfigurableResource):
@@ -36,7 +34,7 @@ class AlertingResource(dg.ConfigurableResource):
     board_url_env: str = BOARD_URL_ENV
 
     def routes_path(self) -> str:
-        return env_or(self.config_path_env, self.config_path)
+        return routes_path(self.config_path_env, self.config_path)
 
     def board_base(self) -> str:
         return board_url(self.board_url_env, self.board_url)

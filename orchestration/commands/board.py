@@ -34,12 +34,10 @@ def serve(home, host: str, port: int, dagster_url: str | None) -> None:
 
 
 def _dagster_url() -> str | None:
-    import os
-
-    from orchestration.alerting.config import DEFAULT_CONFIG, AlertingConfigError, load_config
+    from orchestration.alerting.config import AlertingConfigError, load_config, routes_path
 
     try:
-        return load_config(os.environ.get("GOODPUT_ALERTING") or DEFAULT_CONFIG).ui_url()
+        return load_config(routes_path()).ui_url()
     except AlertingConfigError:
         return None
 
