@@ -2,7 +2,22 @@
 -- counters and of the uncorrectable remapped rows over their previous readings (looking back
 -- $lookback_minutes), and whether a row remap turned pending (false before, true now). Levels that
 -- were already non-zero, or already pending, before the window do not count.
-WITH samples AS (
+-- The lookback is read once, as each GPU's last reading of each counter before the window (`seed`,
+-- one row just before $start), not as samples the window functions walk: the cost of a tick follows
+-- the hour so far, and the previous readings are the same.
+WITH seed AS (
+    SELECT host, gpu_index, CAST($start AS TIMESTAMP) - INTERVAL 1 MICROSECOND AS time,
+           arg_max(ecc_uncorrected_errors_total, time) FILTER (WHERE ecc_uncorrected_errors_total IS NOT NULL)
+               AS ecc_uncorrected_errors_total,
+           arg_max(ecc_corrected_errors_total, time) FILTER (WHERE ecc_corrected_errors_total IS NOT NULL)
+               AS ecc_corrected_errors_total,
+           arg_max(remapped_rows_uncorrectable_total, time) FILTER (WHERE remapped_rows_uncorrectable_total IS NOT NULL)
+               AS remapped_rows_uncorrectable_total,
+           arg_max(row_remap_pending, time) FILTER (WHERE row_remap_pending IS NOT NULL) AS row_remap_pending
+    FROM gpu_samples
+    WHERE time >= $start - to_minutes(CAST($lookback_minutes AS INTEGER)) AND time < $start
+    GROUP BY host, gpu_index
+), samples AS (
     SELECT host, gpu_index, gpu_uuid, time, run_id,
            ecc_uncorrected_errors_total, ecc_corrected_errors_total, remapped_rows_uncorrectable_total, row_remap_pending,
            row_remap_failure,
@@ -10,8 +25,10 @@ WITH samples AS (
            last_value(ecc_corrected_errors_total IGNORE NULLS) OVER before AS prev_corrected,
            last_value(remapped_rows_uncorrectable_total IGNORE NULLS) OVER before AS prev_remapped,
            last_value(row_remap_pending IGNORE NULLS) OVER before AS prev_pending
-    FROM gpu_samples
-    WHERE time >= $start - to_minutes(CAST($lookback_minutes AS INTEGER)) AND time < $end
+    FROM (SELECT host, gpu_index, gpu_uuid, time, run_id, ecc_uncorrected_errors_total, ecc_corrected_errors_total,
+                 remapped_rows_uncorrectable_total, row_remap_pending, row_remap_failure
+          FROM gpu_samples WHERE time >= $start AND time < $end
+          UNION ALL BY NAME SELECT * FROM seed)
     WINDOW before AS (PARTITION BY host, gpu_index ORDER BY time ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ), events AS (
     SELECT *,
