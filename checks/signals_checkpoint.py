@@ -100,7 +100,7 @@ REGISTRY.register(Signal(
         "save: a save failed or was switched off, and a restart would lose ever more work."
     ),
     asset="checkpoints",
-    inputs=("training_steps", "lineage_events"),
+    inputs=("training_baselines", "lineage_events"),   # step_ends: the baselines write it
     query="detect/checkpoint_overdue",
     detector=d.checkpoint_overdue,
     thresholds={

@@ -1,10 +1,12 @@
-"""busy_not_progressing reads when each step ended from `step_ends` (one row per step and minute, written by the
-training baselines) instead of every rank's step records, and finds exactly what it found from the records.
+"""Two checks read when each step ended from `step_ends` (one row per step and minute, written by the training
+baselines) instead of every rank's step records, and find exactly what they found from the records:
+busy_not_progressing (its stall clock) and checkpoint_overdue (a run's progress per minute).
 
-The reference is the query with its step CTEs as they were (tests/fixtures/busy_not_progressing_from_step_records.sql): on scenarios
-with a hang, a rank dropout whose peers stall, and a run restarted from a checkpoint (its step numbers computed
-again by a second attempt), both give the same frame for every hour, row for row, with the default lookback and
-with one that begins inside the data (the query floors a lookback to whole minutes: every default is one)."""
+The references are the queries with their step CTEs as they were (tests/fixtures/*_from_step_records.sql;
+busy_not_progressing's also with its ASOF join over every column, as it was): on scenarios with a hang, a rank
+dropout whose peers stall, and a run restarted from a checkpoint (its step numbers computed again by a second
+attempt), both give the same frame for every hour, row for row, with the default lookback and with one that begins
+inside the data (the queries floor a lookback to whole minutes: every default is one)."""
 
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -25,36 +27,52 @@ REPO = Path(__file__).resolve().parent.parent
 HOURS = ("2026-11-30-00:00", "2026-11-30-01:00")
 
 
-def records_reading(query: str) -> str:
-    """The query with the CTEs that read step_ends replaced by the ones that read every rank's step records."""
-    cut, resume = query.index("), bound AS ("), query.index("), progress AS (")
-    return query[:cut] + (REPO / "tests" / "fixtures" / "busy_not_progressing_from_step_records.sql").read_text() + query[resume:]
+def spliced(query: str, cut: str, resume: str | None, fixture: str) -> str:
+    """`query` with the text from `cut` up to `resume` (or to its end) replaced by tests/fixtures/`fixture`."""
+    text = (REPO / "tests" / "fixtures" / fixture).read_text()
+    return query[:query.index(cut)] + text + (query[query.index(resume):] if resume else "")
 
 
-@pytest.mark.parametrize("scenario", [SMALL, REPO / "simulator" / "scenarios" / "badput.yaml"], ids=["small", "badput"])
-def test_the_stall_frame_from_step_ends_equals_the_one_from_every_ranks_records(tmp_path, scenario):
-    simulate(load_scenario(scenario), tmp_path)
-    resources = resources_for(tmp_path)
+@pytest.fixture(scope="module", params=[SMALL, REPO / "simulator" / "scenarios" / "badput.yaml"], ids=["small", "badput"])
+def home(request, tmp_path_factory):
+    """A scenario's two hours ingested, with their training baselines (step_ends among them)."""
+    path = tmp_path_factory.mktemp(Path(request.param).stem)
+    simulate(load_scenario(request.param), path)
+    resources = resources_for(path)
     with memory_instance() as instance:
         for key in HOURS:
             assert dg.materialize([*ingest_assets, training_baselines], resources=resources, partition_key=key,
                                   instance=instance).success
+    return request.param, resources["warehouse"]
+
+
+def frames_alike(con, signal, reference: str, lookbacks) -> list[pd.DataFrame]:
+    """The signal's frame for every hour and lookback, each equal to the reference's; the default lookback's."""
+    frames = []
+    for key in HOURS:
+        start = datetime.strptime(key, "%Y-%m-%d-%H:%M")
+        hour = {"start": start, "end": start + timedelta(hours=1), **signal.thresholds}
+        for lookback in lookbacks:
+            params = {**hour, "lookback_seconds": lookback}
+            now = sql.frame(con, signal.query, params)
+            pd.testing.assert_frame_equal(now, sql.execute_text(con, reference, params).df())
+            if lookback == signal.thresholds["lookback_seconds"]:
+                frames.append(now)
+    return frames
+
+
+def test_the_stall_frame_from_step_ends_equals_the_one_from_every_ranks_records(home):
+    scenario, warehouse = home
     signal = REGISTRY.get("busy_not_progressing")
-    reference = records_reading(sql.sql_text(signal.query))
-    with resources["warehouse"].connect(read_only=True) as con:
+    reference = spliced(sql.sql_text(signal.query), "), bound AS (", "), progress AS (",
+                        "busy_not_progressing_from_step_records.sql")
+    reference = spliced(reference, "), tick_progress AS (", None, "busy_not_progressing_asof_over_every_column.sql")
+    with warehouse.connect(read_only=True) as con:
         records, ends = con.execute("SELECT (SELECT count(*) FROM training_steps), (SELECT count(*) FROM step_ends)").fetchone()
         attempts = con.execute("SELECT max(n) FROM (SELECT count(*) AS n FROM lineage_events "
                                "WHERE event = 'run_started' GROUP BY run_id)").fetchone()[0]
-        frames = []
-        for key in HOURS:
-            start = datetime.strptime(key, "%Y-%m-%d-%H:%M")
-            hour = {"start": start, "end": start + timedelta(hours=1), **signal.thresholds}
-            for lookback in (hour["lookback_seconds"], 1800.0):   # the default's 6 h; 30 min, inside the data
-                params = {**hour, "lookback_seconds": lookback}
-                now = sql.frame(con, signal.query, params)
-                pd.testing.assert_frame_equal(now, sql.execute_text(con, reference, params).df())
-                if lookback == signal.thresholds["lookback_seconds"]:
-                    frames.append(now)
+        # the default's 6 h; 30 min, inside the data
+        frames = frames_alike(con, signal, reference, (signal.thresholds["lookback_seconds"], 1800.0))
     # a step ends once per run and minute where the records hold one row per rank: fewer rows to read
     assert 0 < ends < records / 1.5
     found = pd.concat([f for f in (signal.detector(frame, dict(signal.thresholds)) for frame in frames) if not f.empty])
@@ -62,3 +80,15 @@ def test_the_stall_frame_from_step_ends_equals_the_one_from_every_ranks_records(
         assert set(found["entity_id"]) == {"llm-small"}
     else:                      # badput.yaml restarts a run from its checkpoint after its rank drops out
         assert attempts >= 2 and "crash-restart" in set(found["entity_id"])
+
+
+def test_the_checkpoint_progress_frame_from_step_ends_equals_the_one_from_every_ranks_records(home):
+    _, warehouse = home
+    signal = REGISTRY.get("checkpoint_overdue")
+    reference = spliced(sql.sql_text(signal.query), "minutes AS (", "cadence AS (", "checkpoint_overdue_from_step_records.sql")
+    with warehouse.connect(read_only=True) as con:
+        # the default's hour; 20 min, inside the data
+        frames = frames_alike(con, signal, reference, (signal.thresholds["lookback_seconds"], 1200.0))
+    both = pd.concat(frames)
+    # not vacuous: minutes of progress that had a save before them, and a cadence of at least two saves
+    assert len(both) > 60 and both["last_saved_at"].notna().any() and both["interval_steps"].notna().any()

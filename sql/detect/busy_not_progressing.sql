@@ -63,13 +63,18 @@ WITH data_until AS (
     FROM lineage_events SEMI JOIN runs USING (run_id)
     WHERE event = 'run_started' AND time < $end
     GROUP BY ALL
+), tick_progress AS (   -- the ASOF join on the ticks' keys alone: DuckDB plans it as a join and a grouping
+                        -- that carry every column given to them, the GPU lists included
+    SELECT r.run_id, r.tick, p.time AS last_progress, p.step AS last_step
+    FROM (SELECT run_id, tick FROM run_ticks) r
+    ASOF LEFT JOIN progress p ON p.run_id = r.run_id AND p.time <= r.tick
 )
 SELECT r.run_id, r.tick, TRUE AS in_window, r.utilization_mean, r.samples, r.hosts, r.gpus,
-       p.time AS last_progress, p.step AS last_step,
+       p.last_progress, p.last_step,
        s.started AS run_started,
        b.step_interval_seconds, coalesce(b.steps, 0) AS baseline_steps
 FROM run_ticks r
-ASOF LEFT JOIN progress p ON p.run_id = r.run_id AND p.time <= r.tick
+JOIN tick_progress p ON p.run_id = r.run_id AND p.tick = r.tick
 LEFT JOIN baseline b ON b.run_id = r.run_id
 LEFT JOIN started s ON s.run_id = r.run_id
 ORDER BY r.run_id, r.tick;

@@ -9,10 +9,11 @@ WITH saves AS (
     WHERE event = 'checkpoint_saved' AND run_id IS NOT NULL AND step IS NOT NULL AND time < $end
     WINDOW w AS (PARTITION BY run_id ORDER BY time)
 ),
-minutes AS (
-    SELECT run_id, time_bucket(INTERVAL 1 MINUTE, time) AS minute, max(step) AS step, max(time) AS last_step_at
-    FROM training_steps
-    WHERE time >= $start - to_seconds(CAST($lookback_seconds AS BIGINT)) AND time < $end
+minutes AS (     -- from step_ends (the training baselines write it): a row per step and minute, where the step
+                 -- records hold one per rank; the lookback's start floored to a whole minute (every default is one)
+    SELECT run_id, minute, max(step) AS step, max(time) AS last_step_at
+    FROM step_ends
+    WHERE minute >= time_bucket(INTERVAL 1 MINUTE, $start - to_seconds(CAST($lookback_seconds AS BIGINT))) AND minute < $end
     GROUP BY run_id, minute
 ),
 cadence AS (
