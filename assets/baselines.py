@@ -60,19 +60,21 @@ SHARD_ROWS = "/*@shard*/"
 SHARD_FILTER = "AND shard_of(host, $shards::VARCHAR[][]) = $shard"
 
 
-def replace_shard_series(con: duckdb.DuckDBPyConnection, name: str, shard: Shard, start: datetime, end: datetime,
-                         window_minutes: int) -> dict:
-    """Replace one shard's rows of the partition's series `name` (its `/*@shard*/` markers filled with the
+def replace_shard_series(con: duckdb.DuckDBPyConnection, names: tuple[str, ...], shard: Shard, start: datetime,
+                         end: datetime, window_minutes: int) -> dict:
+    """Replace one shard's rows of the partition's series `names` (their `/*@shard*/` markers filled with the
     shard's filter) for the whole hour, in one transaction. Each series is per host, so a shard's rows
     are the ones the whole hour's computation gives."""
     start, end = naive_utc(start), naive_utc(end)
     params = {**series_params(start, end, window_minutes), **shard.params()}
-    text = sql.sql_text(f"baselines/{name}")
-    if SHARD_ROWS not in text:
-        raise RuntimeError(f"sql/baselines/{name}.sql has no {SHARD_ROWS} marker: it cannot run per shard")
+    texts = {name: sql.sql_text(f"baselines/{name}") for name in names}
+    for name, text in texts.items():
+        if SHARD_ROWS not in text:
+            raise RuntimeError(f"sql/baselines/{name}.sql has no {SHARD_ROWS} marker: it cannot run per shard")
     with transaction(con):
-        rows = sql.execute_text(con, text.replace(SHARD_ROWS, SHARD_FILTER), params).fetchone()[0]
-    return {name: rows, "recomputed_from": str(start), "shard": shard.name}
+        rows = {name: sql.execute_text(con, text.replace(SHARD_ROWS, SHARD_FILTER), params).fetchone()[0]
+                for name, text in texts.items()}
+    return {**rows, "recomputed_from": str(start), "shard": shard.name}
 
 
 def replace_series(con: duckdb.DuckDBPyConnection, source: str, names: tuple[str, ...], start: datetime, end: datetime,
@@ -90,6 +92,9 @@ def replace_series(con: duckdb.DuckDBPyConnection, source: str, names: tuple[str
             sql.run(con, "baselines/run_starts", {"start": start, "end": end})
         sql.run(con, "baselines/mark_clean", {"source": source, "start": start, "window_minutes": window_minutes})
     return {**rows, "recomputed_from": str(first)}
+
+
+GPU_SERIES = ("gpu_minutes", "gpu_counter_minutes")   # what the GPU baselines write, per hour or per hour x shard
 
 
 def is_live(context: dg.AssetExecutionContext) -> bool:
@@ -131,9 +136,10 @@ def training_baselines(
 )
 def gpu_baselines(context: dg.AssetExecutionContext, config: BaselineConfig, warehouse: WarehouseResource) -> dg.MaterializeResult:
     """Per-minute GPU time series (utilization, power, temperature, clocks, throttle reasons, ECC,
-    XID, row remapping) with each GPU's trailing clock and power baselines (`gpu_minutes`)."""
+    XID, row remapping) with each GPU's trailing clock and power baselines (`gpu_minutes`), and the
+    hardware counters' readings and rises within each minute (`gpu_counter_minutes`)."""
     window = context.partition_time_window
     with warehouse.connect() as con:
-        rows = replace_series(con, "gpu_samples", ("gpu_minutes",), window.start, window.end, config.window_minutes,
+        rows = replace_series(con, "gpu_samples", GPU_SERIES, window.start, window.end, config.window_minutes,
                               is_live(context))
     return dg.MaterializeResult(metadata={**rows, "window_minutes": config.window_minutes})

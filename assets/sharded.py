@@ -13,7 +13,7 @@ here is loaded without shards.
 
 import dagster as dg
 
-from assets.baselines import BaselineConfig, replace_shard_series
+from assets.baselines import GPU_SERIES, BaselineConfig, replace_shard_series
 from assets.ingest_core import SOURCES, RawSource
 from assets.ingest_incremental import ingest_hour
 from orchestration.partitions import hourly, window_params
@@ -87,11 +87,12 @@ def sharded_gpu_baselines(shards: tuple[Shard, ...]) -> dg.AssetsDefinition:
     )
     def _gpu_baselines(context: dg.AssetExecutionContext, config: BaselineConfig,
                        warehouse: WarehouseResource) -> dg.MaterializeResult:
-        """Per-minute GPU time series with each GPU's trailing clock and power baselines (`gpu_minutes`),
-        one shard's hosts per partition (the whole hour each run)."""
+        """Per-minute GPU time series with each GPU's trailing clock and power baselines (`gpu_minutes`) and
+        the hardware counters within each minute (`gpu_counter_minutes`), one shard's hosts per partition (the
+        whole hour each run)."""
         window = context.partition_time_window
         with warehouse.connect() as con:
-            rows = replace_shard_series(con, "gpu_minutes", shard_of_run(context, shards), window.start, window.end,
+            rows = replace_shard_series(con, GPU_SERIES, shard_of_run(context, shards), window.start, window.end,
                                         config.window_minutes)
         return dg.MaterializeResult(metadata={**rows, "window_minutes": config.window_minutes})
 

@@ -58,6 +58,14 @@ def samples(host, gpu, **series):
     return frame.dropna(axis=1, how="all")      # a series the exporter lacks is simply absent (NULL)
 
 
+def gpu_series(con: duckdb.DuckDBPyConnection) -> None:
+    """What the GPU baselines derive from `gpu_samples` (gpu_minutes, gpu_counter_minutes), for every sample held."""
+    every = {"from": datetime(1970, 1, 1), "start": datetime(1970, 1, 1), "end": datetime(2100, 1, 1),
+             "read_from": datetime(1970, 1, 1), "window_minutes": 30}
+    for name in ("gpu_minutes", "gpu_counter_minutes"):
+        sql.run(con, f"baselines/{name}", every)
+
+
 def counter_findings(tmp_path, signal_name, frames):
     from checks.asset_checks import evaluate
     from orchestration.storage.warehouse import WarehouseResource
@@ -67,6 +75,7 @@ def counter_findings(tmp_path, signal_name, frames):
     with warehouse.connect() as con:
         con.register("rows", rows)
         con.execute("INSERT INTO gpu_samples BY NAME SELECT * FROM rows")
+        gpu_series(con)
         _, found = evaluate(con, REGISTRY.get(signal_name), T0.to_pydatetime(), (T0 + pd.Timedelta("1h")).to_pydatetime())
     return found
 

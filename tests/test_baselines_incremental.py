@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from assets.baselines import replace_series
+from assets.baselines import GPU_SERIES, replace_series
 from assets.ingest import SOURCES
 from assets.ingest_incremental import ingest_hour
 from orchestration.storage import sql
@@ -23,7 +23,7 @@ from orchestration.storage.warehouse import WarehouseResource
 
 START = datetime(2026, 11, 30, 0)
 HOURS = [START, START + timedelta(hours=1)]
-SERIES = {"training_steps": ("run_minutes", "rank_minutes", "step_ends"), "gpu_samples": ("gpu_minutes",)}
+SERIES = {"training_steps": ("run_minutes", "rank_minutes", "step_ends"), "gpu_samples": GPU_SERIES}
 WINDOW = 30
 
 
@@ -38,7 +38,7 @@ def run_hour(con, raw: Path, start: datetime, live: bool) -> dict:
 
 def series(warehouse: WarehouseResource) -> dict[str, pd.DataFrame]:
     keys = {"run_minutes": "run_id, minute", "rank_minutes": "run_id, rank, minute", "gpu_minutes": "host, gpu_index, minute",
-            "step_ends": "run_id, step, minute"}
+            "step_ends": "run_id, step, minute", "gpu_counter_minutes": "host, gpu_index, minute"}
     with warehouse.connect(read_only=True) as con:
         return {name: con.execute(f"SELECT * FROM {name} ORDER BY {order}").df() for name, order in keys.items()}
 

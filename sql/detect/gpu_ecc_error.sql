@@ -2,62 +2,46 @@
 -- counters and of the uncorrectable remapped rows over their previous readings (looking back
 -- $lookback_minutes), and whether a row remap turned pending (false before, true now). Levels that
 -- were already non-zero, or already pending, before the window do not count.
--- The lookback is read once, as each GPU's last reading of each counter before the window (`seed`,
--- one row just before $start), not as samples the window functions walk: the cost of a tick follows
--- the hour so far, and the previous readings are the same.
-WITH seed AS (
-    SELECT host, gpu_index, CAST($start AS TIMESTAMP) - INTERVAL 1 MICROSECOND AS time,
-           arg_max(ecc_uncorrected_errors_total, time) FILTER (WHERE ecc_uncorrected_errors_total IS NOT NULL)
-               AS ecc_uncorrected_errors_total,
-           arg_max(ecc_corrected_errors_total, time) FILTER (WHERE ecc_corrected_errors_total IS NOT NULL)
-               AS ecc_corrected_errors_total,
-           arg_max(remapped_rows_uncorrectable_total, time) FILTER (WHERE remapped_rows_uncorrectable_total IS NOT NULL)
-               AS remapped_rows_uncorrectable_total,
-           arg_max(row_remap_pending, time) FILTER (WHERE row_remap_pending IS NOT NULL) AS row_remap_pending
-    FROM gpu_samples
-    WHERE time >= $start - to_minutes(CAST($lookback_minutes AS INTEGER)) AND time < $start
-    GROUP BY host, gpu_index
-), samples AS (
-    SELECT host, gpu_index, gpu_uuid, time, run_id,
-           ecc_uncorrected_errors_total, ecc_corrected_errors_total, remapped_rows_uncorrectable_total, row_remap_pending,
-           row_remap_failure,
-           last_value(ecc_uncorrected_errors_total IGNORE NULLS) OVER before AS prev_uncorrected,
-           last_value(ecc_corrected_errors_total IGNORE NULLS) OVER before AS prev_corrected,
-           last_value(remapped_rows_uncorrectable_total IGNORE NULLS) OVER before AS prev_remapped,
-           last_value(row_remap_pending IGNORE NULLS) OVER before AS prev_pending
-    FROM (SELECT host, gpu_index, gpu_uuid, time, run_id, ecc_uncorrected_errors_total, ecc_corrected_errors_total,
-                 remapped_rows_uncorrectable_total, row_remap_pending, row_remap_failure
-          FROM gpu_samples WHERE time >= $start AND time < $end
-          UNION ALL BY NAME SELECT * FROM seed)
-    WINDOW before AS (PARTITION BY host, gpu_index ORDER BY time ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-), events AS (
+-- From gpu_counter_minutes (the GPU baselines write it): a minute's increase is its first reading's rise
+-- over the last reading before it, plus the rises between its own samples, so a tick reads a row per GPU
+-- and minute, not every sample of the hour so far and the lookback.
+WITH counters AS (
     SELECT *,
-           CASE WHEN prev_uncorrected IS NULL OR ecc_uncorrected_errors_total IS NULL THEN 0
-                WHEN ecc_uncorrected_errors_total >= prev_uncorrected THEN ecc_uncorrected_errors_total - prev_uncorrected
-                ELSE ecc_uncorrected_errors_total END AS uncorrected_increase,
-           CASE WHEN prev_corrected IS NULL OR ecc_corrected_errors_total IS NULL THEN 0
-                WHEN ecc_corrected_errors_total >= prev_corrected THEN ecc_corrected_errors_total - prev_corrected
-                ELSE ecc_corrected_errors_total END AS corrected_increase,
-           CASE WHEN prev_remapped IS NULL OR remapped_rows_uncorrectable_total IS NULL THEN 0
-                WHEN remapped_rows_uncorrectable_total >= prev_remapped THEN remapped_rows_uncorrectable_total - prev_remapped
-                ELSE remapped_rows_uncorrectable_total END AS remapped_uncorrectable_increase,
-           coalesce(row_remap_pending AND prev_pending = false, false) AS pending_raised
-    FROM samples
+           last_value(uncorrected_last IGNORE NULLS) OVER before AS uncorrected_previous,
+           last_value(corrected_last IGNORE NULLS) OVER before AS corrected_previous,
+           last_value(remapped_last IGNORE NULLS) OVER before AS remapped_previous,
+           last_value(pending_last IGNORE NULLS) OVER before AS pending_previous
+    FROM gpu_counter_minutes
+    WHERE minute >= $start - to_minutes(CAST($lookback_minutes AS INTEGER)) AND minute < $end
+    WINDOW before AS (PARTITION BY host, gpu_index ORDER BY minute ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+), minutes AS (
+    SELECT *,
+           CASE WHEN uncorrected_previous IS NULL OR uncorrected_first IS NULL THEN 0
+                WHEN uncorrected_first >= uncorrected_previous THEN uncorrected_first - uncorrected_previous
+                ELSE uncorrected_first END AS uncorrected_first_rise,
+           CASE WHEN corrected_previous IS NULL OR corrected_first IS NULL THEN 0
+                WHEN corrected_first >= corrected_previous THEN corrected_first - corrected_previous
+                ELSE corrected_first END AS corrected_first_rise,
+           CASE WHEN remapped_previous IS NULL OR remapped_first IS NULL THEN 0
+                WHEN remapped_first >= remapped_previous THEN remapped_first - remapped_previous
+                ELSE remapped_first END AS remapped_first_rise,
+           coalesce(pending_first AND pending_previous = false, false) AS pending_first_raised
+    FROM counters
+    WHERE minute >= $start
 )
-SELECT host, gpu_index, any_value(gpu_uuid) AS gpu_uuid,
-       time_bucket(INTERVAL 1 MINUTE, time) AS minute,
-       time_bucket(INTERVAL 1 MINUTE, time) + INTERVAL 1 MINUTE AS tick, TRUE AS in_window,
-       mode(run_id) AS run_id,
-       count(*) AS samples,
-       sum(uncorrected_increase) AS uncorrected_increase,
-       sum(corrected_increase) AS corrected_increase,
-       sum(remapped_uncorrectable_increase) AS remapped_uncorrectable_increase,
-       bool_or(pending_raised) AS pending_raised,
-       bool_or(row_remap_pending) AS row_remap_pending,
-       coalesce(bool_or(row_remap_failure), false) AS row_remap_failure,
-       max(ecc_uncorrected_errors_total) AS ecc_uncorrected_errors_total,
-       min(time) FILTER (WHERE uncorrected_increase > 0 OR remapped_uncorrectable_increase > 0 OR pending_raised) AS event_time
-FROM events
-WHERE time >= $start
-GROUP BY host, gpu_index, time_bucket(INTERVAL 1 MINUTE, time)
-ORDER BY host, gpu_index, minute;
+SELECT g.host, g.gpu_index, g.gpu_uuid, g.minute,
+       g.minute + INTERVAL 1 MINUTE AS tick, TRUE AS in_window,
+       g.run_id, CAST(g.samples AS BIGINT) AS samples,
+       CAST(c.uncorrected_first_rise + c.uncorrected_rise AS HUGEINT) AS uncorrected_increase,
+       CAST(c.corrected_first_rise + c.corrected_rise AS HUGEINT) AS corrected_increase,
+       CAST(c.remapped_first_rise + c.remapped_rise AS HUGEINT) AS remapped_uncorrectable_increase,
+       c.pending_first_raised OR c.pending_rise_time IS NOT NULL AS pending_raised,
+       g.row_remap_pending,
+       coalesce(g.row_remap_failure, false) AS row_remap_failure,
+       g.ecc_uncorrected_errors_total,
+       least(CASE WHEN c.uncorrected_first_rise > 0 THEN c.uncorrected_first_time END, c.uncorrected_rise_time,
+             CASE WHEN c.remapped_first_rise > 0 THEN c.remapped_first_time END, c.remapped_rise_time,
+             CASE WHEN c.pending_first_raised THEN c.pending_first_time END, c.pending_rise_time) AS event_time
+FROM minutes c
+JOIN gpu_minutes g ON g.host = c.host AND g.gpu_index = c.gpu_index AND g.minute = c.minute
+ORDER BY g.host, g.gpu_index, g.minute;

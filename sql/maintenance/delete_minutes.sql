@@ -7,6 +7,7 @@ DELETE FROM run_minutes WHERE minute < $minutes_before;
 DELETE FROM run_starts s WHERE NOT EXISTS (SELECT 1 FROM run_minutes m WHERE m.run_id = s.run_id);
 DELETE FROM rank_minutes WHERE minute < $minutes_before;
 DELETE FROM gpu_minutes WHERE minute < $minutes_before;
+DELETE FROM gpu_counter_minutes WHERE minute < $minutes_before;
 DELETE FROM serving_minutes WHERE minute < $minutes_before;
 DELETE FROM findings f
 WHERE f.partition_start < $minutes_before

@@ -1,8 +1,8 @@
-"""The GPU counter signals (gpu_xid_error, gpu_xid_fatal, gpu_ecc_error) read their lookback as one seed row per
-GPU, each counter's last reading before the hour, instead of walking a window function over every sample of the
-lookback: a tick's cost then follows the hour so far. The frames must be exactly what the old queries gave.
+"""The GPU counter signals (gpu_xid_error, gpu_xid_fatal, gpu_ecc_error) read `gpu_counter_minutes` (each counter's
+first and last reading and its rises within each minute, written by the GPU baselines) instead of walking a window
+function over every GPU sample of the hour so far and its lookback: a tick reads a row per GPU and minute. The frames
+must be exactly what the sample-reading queries gave (tests/fixtures/<signal>_from_samples.sql).
 
-The reference is each query with its `samples` CTE as it was (tests/fixtures/<signal>_over_every_lookback_sample.sql).
 Random samples exercise what the previous reading decides: counters rising, dropping (a driver reload), missing
 (NULL) on some samples, a row remap turning pending, a GPU silent for longer than the lookback, and GPUs that only
 appear inside the hour; hours before, inside and after the data, with the default lookback and shorter ones."""
@@ -15,17 +15,11 @@ import pytest
 
 from checks.registry import REGISTRY
 from orchestration.storage import sql
-from tests.detector_frames import T0, warehouse_of
+from tests.detector_frames import T0, gpu_series, warehouse_of
 
 REPO = Path(__file__).resolve().parent.parent
 COUNTERS = ("xid_errors_total", "ecc_uncorrected_errors_total", "ecc_corrected_errors_total",
             "remapped_rows_uncorrectable_total")
-
-
-def reference(query: str, name: str) -> str:
-    """The query with its seed and samples CTEs replaced by the old `samples` CTE over every lookback sample."""
-    cut, resume = query.index("WITH seed AS ("), query.index("), events AS (")
-    return query[:cut] + (REPO / "tests" / "fixtures" / f"{name}_over_every_lookback_sample.sql").read_text() + query[resume:]
 
 
 def random_samples(seed: int) -> pd.DataFrame:
@@ -53,7 +47,9 @@ def random_samples(seed: int) -> pd.DataFrame:
             values = pd.array(level, dtype="Int64")
             values[rng.random(n) < 0.15] = pd.NA                # the exporter skipped it on this sample
             frame[column] = values
-        frame["last_xid"] = pd.array(rng.choice([13, 31, 48, 79], n), dtype="Int32")
+        last_xid = pd.array(rng.choice([13, 31, 48, 79], n), dtype="Int32")
+        last_xid[rng.random(n) < 0.3] = pd.NA                   # no XID reported on this sample
+        frame["last_xid"] = last_xid
         pending = pd.array(np.cumsum(rng.random(n) < 0.01) % 2 == 1, dtype="boolean")
         pending[rng.random(n) < 0.15] = pd.NA
         frame["row_remap_pending"] = pending
@@ -63,13 +59,14 @@ def random_samples(seed: int) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_the_seeded_counter_frames_equal_the_ones_over_every_lookback_sample(seed):
+def test_the_counter_frames_from_counter_minutes_equal_the_ones_from_every_sample(seed):
     rows = random_samples(seed)
-    compared = rose_from_the_seed = 0
+    compared = rose_over_an_earlier_minute = 0
     with warehouse_of(gpu_samples=rows) as con:
+        gpu_series(con)
         for name in ("gpu_xid_error", "gpu_ecc_error"):
             signal = REGISTRY.get(name)
-            old = reference(sql.sql_text(signal.query), name)
+            old = (REPO / "tests" / "fixtures" / f"{name}_from_samples.sql").read_text()
             for hour in (-3, -2, -1, 0):        # before the data, across its start, and the hours with data before them
                 start = (T0 + pd.Timedelta(hours=hour)).to_pydatetime()
                 for lookback in (signal.thresholds["lookback_minutes"], 25, 0):
@@ -80,6 +77,6 @@ def test_the_seeded_counter_frames_equal_the_ones_over_every_lookback_sample(see
                     compared += len(now)
                     first = now[now["minute"] == now.groupby(["host", "gpu_index"])["minute"].transform("min")]
                     column = "xid_increase" if name == "gpu_xid_error" else "uncorrected_increase"
-                    rose_from_the_seed += int((first[column] > 0).sum())
+                    rose_over_an_earlier_minute += int((first[column] > 0).sum())
     # not vacuous: rows compared, and first minutes whose increase is over a reading before the hour
-    assert compared > 1000 and rose_from_the_seed > 0
+    assert compared > 1000 and rose_over_an_earlier_minute > 0
