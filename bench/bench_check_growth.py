@@ -1,0 +1,101 @@
+"""Where a live tick's check CPU grows within the hour: every check of one hour, as a live tick at minute M sees it.
+
+    python bench/bench_tick.py ...  or  goodput demo --home H --scenario bench/scenarios/replay_1024_2h.yaml
+    PYTHONPATH=TREE python bench/bench_check_growth.py H/warehouse.duckdb --hour 2026-11-30T01:00 \
+        --minutes 5,55 [--repeats 3] [--out FILE.json]
+
+For each minute M (alternating, `--repeats` rounds): a copy of the warehouse (beside it) cut at hour + M, that is
+every raw and per-minute row from then on deleted and the hour's stored results too (what a live tick at minute M
+holds), then every check of the hour run as the detect job's check steps run them (`evaluate_judged` per signal
+in step order on one connection, the step's shared reads), DuckDB on one thread. Prints each round's total and,
+from the medians, the signals whose CPU grows most from the first minute to the last. It imports whatever tree is
+on PYTHONPATH, so two trees are compared side by side by running it alternately with each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+import checks.signals  # noqa: F401  (registers the signals)
+from checks.asset_checks import evaluate_judged, signals_by_step
+from orchestration.storage.warehouse import WarehouseResource
+
+# the tables a live tick has only up to its minute, and the column that says when a row happened
+CUT = {"badput_minutes": "minute", "gpu_minutes": "minute", "gpu_samples": "time", "lineage_events": "time",
+       "prediction_outcomes": "time", "predictions": "time", "rank_minutes": "minute", "run_minutes": "minute",
+       "serving_metrics": "time", "serving_minutes": "minute", "training_steps": "time", "checkpoint_audits": "saved_at",
+       "step_ends": "minute", "gpu_counter_minutes": "minute"}
+RESULTS = ("findings", "clearings", "judgements", "evaluations")
+
+
+def cut_copy(source: str, start: pd.Timestamp, minute: int) -> WarehouseResource:
+    """A copy of the warehouse as a live tick at `minute` of the hour beginning `start` holds it."""
+    path = str(Path(source).with_name(f"growth_{os.getpid()}_{minute}.duckdb"))
+    shutil.copy(source, path)
+    cut = (start + pd.Timedelta(minutes=minute)).to_pydatetime()
+    warehouse = WarehouseResource(path=path)
+    with warehouse.connect() as con:
+        tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        for table, column in CUT.items():
+            if table in tables:
+                con.execute(f"DELETE FROM {table} WHERE {column} >= $cut", {"cut": cut})
+        for table in RESULTS:
+            con.execute(f"DELETE FROM {table} WHERE partition_start >= $start", {"start": start.to_pydatetime()})
+    return warehouse
+
+
+def check_cpu(warehouse: WarehouseResource, start: pd.Timestamp) -> dict[str, float]:
+    """CPU-seconds of each signal's check of the hour, in the detect job's step order."""
+    begin, end = start.to_pydatetime(), (start + pd.Timedelta(hours=1)).to_pydatetime()
+    cpu = {}
+    with warehouse.connect() as con:
+        for signals in signals_by_step().values():
+            frames: dict = {}
+            for signal in signals:
+                before = time.process_time()
+                evaluate_judged(con, signal, begin, end, None, frames=frames)
+                cpu[signal.name] = time.process_time() - before
+    return cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("warehouse")
+    parser.add_argument("--hour", default="2026-11-30T01:00", help="the hour's start (UTC)")
+    parser.add_argument("--minutes", default="5,55", help="minutes of the hour a tick runs at, comma-separated")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", help="write every round's CPU per signal here (JSON)")
+    args = parser.parse_args()
+    os.environ["GOODPUT_DUCKDB_THREADS"] = "1"
+    start = pd.Timestamp(args.hour)
+    minutes = [int(m) for m in args.minutes.split(",")]
+    rounds: dict[int, list[dict[str, float]]] = {m: [] for m in minutes}
+    for round_ in range(args.repeats):
+        for minute in minutes:
+            warehouse = cut_copy(args.warehouse, start, minute)
+            try:
+                rounds[minute].append(check_cpu(warehouse, start))
+            finally:
+                Path(warehouse.path).unlink()
+            print(f"round {round_ + 1} minute {minute}: {sum(rounds[minute][-1].values()):.2f} CPU-s", flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(rounds))
+    median = {m: {s: sorted(r[s] for r in rounds[m])[len(rounds[m]) // 2] for s in rounds[m][0]} for m in minutes}
+    first, last = minutes[0], minutes[-1]
+    print(f"{'signal':32s} {'minute ' + str(first):>10s} {'minute ' + str(last):>10s} {'growth':>8s}")
+    for name in sorted(median[first], key=lambda s: median[first][s] - median[last][s])[:20]:
+        a, b = median[first][name], median[last][name]
+        print(f"{name:32s} {a:10.3f} {b:10.3f} {b - a:+8.3f}")
+    print(f"{'all checks':32s} {sum(median[first].values()):10.3f} {sum(median[last].values()):10.3f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
