@@ -34,9 +34,8 @@ CREATE TABLE gpu_counter_minutes (
     pending_first                 BOOLEAN,     -- row_remap_pending
     pending_first_time            TIMESTAMP,
     pending_last                  BOOLEAN,
-    pending_rise_time             TIMESTAMP,   -- turned pending after a reading of the same minute that was not
-    PRIMARY KEY (host, gpu_index, minute)
-);
+    pending_rise_time             TIMESTAMP    -- turned pending after a reading of the same minute that was not
+);   -- no primary key, as gpu_minutes has none: its index doubled the cost of writing a tick's rows
 
 -- The rows of gpu_counter_minutes for the GPU samples in [from_time, end_time), whole minutes: each minute's
 -- parts read only that minute's samples (sql/baselines/gpu_counter_minutes.sql writes them; so does this
