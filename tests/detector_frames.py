@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
+from assets.baselines import GPU_SERIES
 from checks.registry import REGISTRY
 from orchestration.storage import sql
 from orchestration.storage.warehouse import migrate
@@ -62,7 +63,7 @@ def gpu_series(con: duckdb.DuckDBPyConnection) -> None:
     """What the GPU baselines derive from `gpu_samples` (gpu_minutes, gpu_counter_minutes), for every sample held."""
     every = {"from": datetime(1970, 1, 1), "start": datetime(1970, 1, 1), "end": datetime(2100, 1, 1),
              "read_from": datetime(1970, 1, 1), "window_minutes": 30}
-    for name in ("gpu_minutes", "gpu_counter_minutes"):
+    for name in GPU_SERIES:
         sql.run(con, f"baselines/{name}", every)
 
 
