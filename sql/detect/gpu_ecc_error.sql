@@ -16,15 +16,9 @@ WITH counters AS (
     WINDOW before AS (PARTITION BY host, gpu_index ORDER BY minute ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ), minutes AS (
     SELECT *,
-           CASE WHEN uncorrected_previous IS NULL OR uncorrected_first IS NULL THEN 0
-                WHEN uncorrected_first >= uncorrected_previous THEN uncorrected_first - uncorrected_previous
-                ELSE uncorrected_first END AS uncorrected_first_rise,
-           CASE WHEN corrected_previous IS NULL OR corrected_first IS NULL THEN 0
-                WHEN corrected_first >= corrected_previous THEN corrected_first - corrected_previous
-                ELSE corrected_first END AS corrected_first_rise,
-           CASE WHEN remapped_previous IS NULL OR remapped_first IS NULL THEN 0
-                WHEN remapped_first >= remapped_previous THEN remapped_first - remapped_previous
-                ELSE remapped_first END AS remapped_first_rise,
+           counter_increase(uncorrected_first, uncorrected_previous) AS uncorrected_first_rise,
+           counter_increase(corrected_first, corrected_previous) AS corrected_first_rise,
+           counter_increase(remapped_first, remapped_previous) AS remapped_first_rise,
            coalesce(pending_first AND pending_previous = false, false) AS pending_first_raised
     FROM counters
     WHERE minute >= $start

@@ -15,9 +15,7 @@ WITH counters AS (
     WHERE minute >= $start - to_minutes(CAST($lookback_minutes AS INTEGER)) AND minute < $end
 ), minutes AS (
     SELECT *,
-           CASE WHEN xid_first IS NULL OR previous IS NULL THEN 0
-                WHEN xid_first >= previous THEN xid_first - previous
-                ELSE xid_first END AS first_rise
+           counter_increase(xid_first, previous) AS first_rise
     FROM counters
     WHERE minute >= $start
 )

@@ -37,6 +37,13 @@ CREATE TABLE gpu_counter_minutes (
     pending_rise_time             TIMESTAMP    -- turned pending after a reading of the same minute that was not
 );   -- no primary key, as gpu_minutes has none: its index doubled the cost of writing a tick's rows
 
+-- A counter's increase at a reading over the previous one: 0 without both; a drop (a driver reload, a reboot)
+-- restarts the count, as Prometheus' increase() does.
+CREATE MACRO counter_increase(reading, previous) AS
+    CASE WHEN reading IS NULL OR previous IS NULL THEN 0
+         WHEN reading >= previous THEN reading - previous
+         ELSE reading END;
+
 -- The rows of gpu_counter_minutes for the GPU samples in [from_time, end_time), whole minutes: each minute's
 -- parts read only that minute's samples (sql/baselines/gpu_counter_minutes.sql writes them; so does this
 -- migration, once, for the samples a home holds).
@@ -57,15 +64,10 @@ WITH samples AS (
                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ), rises AS (
     SELECT *,
-           CASE WHEN xid IS NULL OR xid_before IS NULL THEN 0
-                WHEN xid >= xid_before THEN xid - xid_before ELSE xid END AS xid_rise,
-           CASE WHEN uncorrected IS NULL OR uncorrected_before IS NULL THEN 0
-                WHEN uncorrected >= uncorrected_before THEN uncorrected - uncorrected_before ELSE uncorrected END
-               AS uncorrected_rise,
-           CASE WHEN corrected IS NULL OR corrected_before IS NULL THEN 0
-                WHEN corrected >= corrected_before THEN corrected - corrected_before ELSE corrected END AS corrected_rise,
-           CASE WHEN remapped IS NULL OR remapped_before IS NULL THEN 0
-                WHEN remapped >= remapped_before THEN remapped - remapped_before ELSE remapped END AS remapped_rise,
+           counter_increase(xid, xid_before) AS xid_rise,
+           counter_increase(uncorrected, uncorrected_before) AS uncorrected_rise,
+           counter_increase(corrected, corrected_before) AS corrected_rise,
+           counter_increase(remapped, remapped_before) AS remapped_rise,
            coalesce(pending AND pending_before = false, false) AS pending_rise
     FROM samples
 )
