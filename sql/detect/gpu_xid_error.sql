@@ -22,7 +22,7 @@ WITH counters AS (
 SELECT g.host, g.gpu_index, g.gpu_uuid, g.minute,
        g.minute + INTERVAL 1 MINUTE AS tick, TRUE AS in_window,
        g.run_id, CAST(g.samples AS BIGINT) AS samples,
-       CAST(c.first_rise + c.xid_rise AS HUGEINT) AS xid_increase,
+       CAST(c.first_rise + c.xid_rise AS HUGEINT) AS xid_increase,   -- HUGEINT: the type a sum over samples gave
        CASE WHEN c.first_rise > 0 THEN c.xid_first_time ELSE c.xid_rise_time END AS event_time,
        coalesce(c.xid_rise_xid, CASE WHEN c.first_rise > 0 THEN c.xid_first_last_xid END) AS event_xid,
        g.xid_errors_total
