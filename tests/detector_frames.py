@@ -59,12 +59,19 @@ def samples(host, gpu, **series):
     return frame.dropna(axis=1, how="all")      # a series the exporter lacks is simply absent (NULL)
 
 
+EVERY = {"from": datetime(1970, 1, 1), "start": datetime(1970, 1, 1), "end": datetime(2100, 1, 1),
+         "read_from": datetime(1970, 1, 1), "window_minutes": 30}   # sql/baselines' parameters over every row held
+
+
+def derive(con: duckdb.DuckDBPyConnection, names: tuple[str, ...]) -> None:
+    """Write the series `names` (sql/baselines/<name>.sql) from every raw row the warehouse holds."""
+    for name in names:
+        sql.run(con, f"baselines/{name}", EVERY)
+
+
 def gpu_series(con: duckdb.DuckDBPyConnection) -> None:
     """What the GPU baselines derive from `gpu_samples` (gpu_minutes, gpu_counter_minutes), for every sample held."""
-    every = {"from": datetime(1970, 1, 1), "start": datetime(1970, 1, 1), "end": datetime(2100, 1, 1),
-             "read_from": datetime(1970, 1, 1), "window_minutes": 30}
-    for name in GPU_SERIES:
-        sql.run(con, f"baselines/{name}", every)
+    derive(con, GPU_SERIES)
 
 
 def counter_findings(tmp_path, signal_name, frames):
@@ -137,6 +144,5 @@ def warehouse_of(**tables: pd.DataFrame):
             con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM rows")
             con.unregister("rows")
         if "training_steps" in tables:
-            every = {"from": datetime(1970, 1, 1), "start": datetime(1970, 1, 1), "end": datetime(2100, 1, 1)}
-            sql.run(con, "baselines/step_ends", every)
+            derive(con, ("step_ends",))
         yield con
