@@ -45,7 +45,7 @@ import tenacity
 from orchestration import progress
 from orchestration.config.home import warehouse_path
 from orchestration.config.service_config import load_service_settings
-from orchestration.storage import warehouse_lake
+from orchestration.storage import attached, warehouse_lake
 from orchestration.storage.instance import POOL, free_dead_run_slots
 from orchestration.storage.sql import SQL_ROOT
 from orchestration.storage.warehouse_retry import WarehouseConflict, conflict_retries, is_conflict, retry_conflicts
@@ -170,7 +170,8 @@ def create_views(con: duckdb.DuckDBPyConnection, force: bool = False) -> bool:
     runs that write the warehouse must not stop over an analyst view (tests/test_views.py guards them).
     """
     found, stamp = views(), views_stamp()
-    current = con.execute("SELECT count(*) FROM duckdb_views() WHERE comment = $c", {"c": stamp}).fetchone()[0]
+    current = con.execute("SELECT count(*) FROM duckdb_views() WHERE database_name = current_database() AND comment = $c",
+                          {"c": stamp}).fetchone()[0]
     if not force and current == len(found):
         return False
     for name, text in found:
@@ -250,8 +251,10 @@ class WarehouseResource(dg.ConfigurableResource):
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
         in_step = not read_only and wait_seconds is None
-        con = self._open(path, read_only, self.lock_wait_seconds if wait_seconds is None else wait_seconds,
-                         {**(ANALYST_CONFIG if analyst else {}), **duckdb_threads(self.threads)}, self if in_step else None)
+        handle = self._open(path, read_only, self.lock_wait_seconds if wait_seconds is None else wait_seconds,
+                            {**(ANALYST_CONFIG if analyst else {}), **duckdb_threads(self.threads)},
+                            self if in_step else None, analyst)
+        con = handle.con
         try:
             con.execute("SET TimeZone = 'UTC'")
             if analyst:   # from here on no setting changes, external access above all
@@ -264,7 +267,7 @@ class WarehouseResource(dg.ConfigurableResource):
                 create_views(con, force=bool(applied))
             yield con
         finally:
-            con.close()
+            handle.close()
 
     @contextlib.contextmanager
     def _connect_lake(self, read_only: bool, analyst: bool, in_step: bool) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -321,16 +324,20 @@ class WarehouseResource(dg.ConfigurableResource):
 
     @staticmethod
     def _open(path: Path, read_only: bool, wait_seconds: float, config: dict | None,
-              retry: WarehouseResource | None) -> duckdb.DuckDBPyConnection:
-        """Connect, waiting up to `wait_seconds` (backoff 0.05 s doubling to 1 s) while another process holds
-        the write lock; then `WarehouseLocked` in a step (`retry`), else `WarehouseBusy`."""
+              retry: WarehouseResource | None, analyst: bool = False) -> attached.Connection | attached.Plain:
+        """Connect (attach the file to the process's engine, orchestration/storage/attached.py; an analyst's
+        connection is a database of its own, its settings locked), waiting up to `wait_seconds` (backoff
+        0.05 s doubling to 1 s) while another process holds the write lock; then `WarehouseLocked` in a
+        step (`retry`), else `WarehouseBusy`."""
         notice = progress.waiting(f"the warehouse {path}: a Goodput run holds its write lock (up to {wait_seconds:g}s)")
         connect = tenacity.Retrying(
             stop=tenacity.stop_after_delay(wait_seconds), wait=tenacity.wait_exponential(multiplier=0.05, max=1.0),
             retry=tenacity.retry_if_exception(lambda e: isinstance(e, duckdb.IOException) and _is_lock_error(e)),
             before_sleep=lambda _: notice.poll(), reraise=True)   # the CLI says what it waits for after 2 s
         try:
-            return connect(duckdb.connect, str(path), read_only=read_only, config=config or {})
+            if analyst:
+                return attached.Plain(connect(duckdb.connect, str(path), read_only=read_only, config=config or {}))
+            return connect(attached.open_file, str(path), read_only, config)
         except duckdb.IOException as error:
             if not _is_lock_error(error):
                 raise WarehouseDamaged(
