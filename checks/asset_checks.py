@@ -93,9 +93,10 @@ def judge_signal(
     thresholds = dict(signal.thresholds) if thresholds is None else thresholds
     frame = shared_read(con, signal.query, {"start": start, "end": end, **signal.query_params, **thresholds}, frames,
                         shard)
-    # episodes still open when the partition begins go on by the fault's own evidence (checks/episodes.py)
-    carried = sql.frame(con, "detect/open_episodes", {"signal": signal.name, "start": start,
-                                                      "grace_minutes": episodes.GRACE_MINUTES})
+    # episodes still open when the partition begins go on by the fault's own evidence (checks/episodes.py);
+    # every signal's are read once per step
+    carried = shared_read(con, "detect/open_episodes", {"start": start, "grace_minutes": episodes.GRACE_MINUTES}, frames)
+    carried = carried[carried["signal"] == signal.name].drop(columns="signal").reset_index(drop=True)
     if shard is not None:   # another shard's GPUs are that shard's to carry on or clear
         carried = carried[owned_gpus(shard, carried["entity_id"])].reset_index(drop=True)
     ids = episodes.entity_ids(frame, signal.entity, signal.entity_column)

@@ -14,6 +14,7 @@ Conventions (every `sql/detect` frame follows them):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -242,6 +243,13 @@ def finding(*, entity_id, onset, detected_at, last_seen, value, baseline, thresh
 
 
 def empty_findings(columns=FINDING_COLUMNS) -> pd.DataFrame:
+    """No findings: a fresh copy of one empty frame per column list (most signals find nothing most ticks,
+    and building the frame column by column cost 4 ms of a small hour's every signal)."""
+    return _empty(tuple(columns)).copy()
+
+
+@functools.cache
+def _empty(columns: tuple[str, ...]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
 
 
