@@ -46,6 +46,14 @@ def test_connections_at_once_share_the_file_and_the_last_one_out_releases_it(war
     assert not os.path.exists(warehouse.path + ".wal")
 
 
+def test_one_file_under_two_spellings_is_one_attachment(warehouse, tmp_path):
+    (tmp_path / "link").symlink_to(tmp_path)
+    other = WarehouseResource(path=f"{tmp_path}/link/./warehouse.duckdb")
+    with warehouse.connect() as first, other.connect() as second:   # not a second attachment of the same file
+        first.execute("INSERT INTO notes VALUES ('one file')")
+        assert second.execute("SELECT count(*) FROM notes").fetchone()[0] == 1
+
+
 def test_a_reader_while_this_process_writes_is_refused_like_a_second_configuration(warehouse):
     with warehouse.connect() as writer:
         with pytest.raises(duckdb.ConnectionException, match="different configuration"):

@@ -83,6 +83,7 @@ def open_file(path: str, read_only: bool = False, config: dict | None = None) ->
     catalog. Raises what `duckdb.connect(path)` raises: IOException for a held lock or a file that is not
     a DuckDB database."""
     key = tuple(sorted((config or {}).items()))
+    path = os.path.realpath(path)   # one file, one attachment, however a caller spells its path
     with _lock:
         entry = _attached.get(path)
         if entry is None:
@@ -100,7 +101,7 @@ def open_file(path: str, read_only: bool = False, config: dict | None = None) ->
         try:
             con = entry.engine.cursor()   # under the lock: the engine's own connection is not thread-safe
         except BaseException:
-            entry.users -= 1
+            _release_locked(path, entry)
             raise
     try:
         con.execute(f"USE {entry.alias}")
@@ -113,19 +114,24 @@ def open_file(path: str, read_only: bool = False, config: dict | None = None) ->
 
 def _release(path: str, entry: _Attachment) -> None:
     with _lock:
-        entry.users -= 1
-        if entry.users > 0 or _attached.get(path) is not entry:
-            return
-        del _attached[path]
-        try:
-            entry.engine.execute(f"DETACH {entry.alias}")
-        except BaseException:
-            # never keep a file's lock past its last user: close the whole engine (every file it holds)
-            for key, engine in list(_engines.items()):
-                if engine is entry.engine:
-                    del _engines[key]
-            for other, attachment in list(_attached.items()):
-                if attachment.engine is entry.engine:
-                    del _attached[other]
-            entry.engine.close()
-            raise
+        _release_locked(path, entry)
+
+
+def _release_locked(path: str, entry: _Attachment) -> None:
+    """One user fewer (the caller holds `_lock`); the last one detaches the file."""
+    entry.users -= 1
+    if entry.users > 0 or _attached.get(path) is not entry:
+        return
+    del _attached[path]
+    try:
+        entry.engine.execute(f"DETACH {entry.alias}")
+    except BaseException:
+        # never keep a file's lock past its last user: close the whole engine (every file it holds)
+        for key, engine in list(_engines.items()):
+            if engine is entry.engine:
+                del _engines[key]
+        for other, attachment in list(_attached.items()):
+            if attachment.engine is entry.engine:
+                del _attached[other]
+        entry.engine.close()
+        raise
