@@ -124,13 +124,13 @@ def judge(frame: pd.DataFrame, signal_name: str, entity: str, entity_column: str
         return np.bincount(pairs // width, minlength=n)
 
     present, judged_minutes = distinct_minutes(np.ones(len(ids), dtype=bool)), distinct_minutes(ok)
+    # per entity, how many of its rows failed on each reason; the most common one (argmax: the first by name)
     reason_code, reasons = pd.factorize(failed[~ok], sort=True)
-    counts = np.bincount(entity_code[~ok] * max(len(reasons), 1) + reason_code,
-                         minlength=n * max(len(reasons), 1)).reshape(n, max(len(reasons), 1))
-    any_reason = counts.sum(axis=1) > 0
+    kinds = max(len(reasons), 1)
+    counts = np.bincount(entity_code[~ok] * kinds + reason_code, minlength=n * kinds).reshape(n, kinds)
+    most = np.append(np.asarray(reasons, dtype=object), None)[np.where(counts.any(axis=1), counts.argmax(axis=1), -1)]
     judged = judged_minutes > 0
-    most = np.asarray(reasons, dtype=object)[counts.argmax(axis=1)] if len(reasons) else np.full(n, None, dtype=object)
-    reason = np.where(judged, None, np.where(any_reason, most, "not judged")).astype(object)
+    reason = np.where(judged, None, np.where(counts.any(axis=1), most, "not judged")).astype(object)
     return pd.DataFrame({"entity_type": entity, "entity_id": np.asarray(entities, dtype=object), "minutes": present.astype(int),
                          "judged_minutes": judged_minutes.astype(int), "judged": judged, "reason": reason}, columns=columns)
 
