@@ -144,8 +144,8 @@ def shared_read(con: duckdb.DuckDBPyConnection, query: str, params: dict, frames
                 shard: Shard | None = None) -> pd.DataFrame:
     """`sql/<query>.sql`'s frame, read once per check step for every signal that binds it to the same values
     (`frames`, the step's reads so far; None reads it anyway): every signal's open episodes once, the hour's
-    absent GPUs once for the GPU signals, the six checkpoint-audit signals one series frame, XID fatal and non-fatal another, the
-    training-loss signals one per lookback they share. The checks do not write what they read, so a read
+    absent GPUs once for the GPU signals, the six checkpoint-audit signals one series frame, XID fatal and
+    non-fatal another, the training-loss signals one per lookback they share. The checks do not write what they read, so a read
     stays valid for the step; each signal gets its own copy. With `shard`: its hosts' rows only."""
     values = sql.bound(query, params)
     key = (query, repr(values))   # `bound` names them in order
