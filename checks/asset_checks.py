@@ -129,7 +129,7 @@ def judge_signal(
         "flagged_ids": [flagged],
     })
     # which entities the signal could judge, and why not the others (checks/judgement.py)
-    judged = judgement.judge(frame, signal.name, signal.entity, signal.entity_column, thresholds)
+    judged = judgement.judge(frame, signal.name, signal.entity, signal.entity_column, thresholds, ids)
     if signal.entity == "gpu":   # GPUs expected this hour without a sample in it (checks/judgement_absent.py)
         absent = shared_read(con, "detect/absent_gpus", {"start": start, "end": end}, frames)
         if shard is not None:
@@ -145,8 +145,9 @@ def shared_read(con: duckdb.DuckDBPyConnection, query: str, params: dict, frames
     """`sql/<query>.sql`'s frame, read once per check step for every signal that binds it to the same values
     (`frames`, the step's reads so far; None reads it anyway): every signal's open episodes once, the hour's
     absent GPUs once for the GPU signals, the six checkpoint-audit signals one series frame, XID fatal and
-    non-fatal another, the training-loss signals one per lookback they share. The checks do not write what they read, so a read
-    stays valid for the step; each signal gets its own copy. With `shard`: its hosts' rows only."""
+    non-fatal another, the training-loss signals one per lookback they share. The checks do not write what
+    they read, so a read stays valid for the step; each signal gets its own copy. With `shard`: its hosts'
+    rows only."""
     values = sql.bound(query, params)
     key = (query, repr(values))   # `bound` names them in order
     if frames is not None and key in frames:

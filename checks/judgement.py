@@ -78,11 +78,13 @@ def in_window(frame: pd.DataFrame) -> pd.Series:
 
 
 def _row_arrays(frame: pd.DataFrame, signal_name: str, entity: str, entity_column: str,
-                thresholds: Mapping[str, float]) -> tuple[pd.Index, np.ndarray, pd.Series, np.ndarray] | None:
-    """`row_needs`' columns as arrays (row index, entity ids, minutes, failed), or None for an empty frame."""
+                thresholds: Mapping[str, float], ids: pd.Series | None = None,
+                ) -> tuple[pd.Index, np.ndarray, pd.Series, np.ndarray] | None:
+    """`row_needs`' columns as arrays (row index, entity ids, minutes, failed), or None for an empty frame.
+    `ids`: the frame's `entity_ids`, where the caller has them already."""
     if frame.empty:
         return None
-    ids = entity_ids(frame, entity, entity_column)
+    ids = entity_ids(frame, entity, entity_column) if ids is None else ids
     rows = (in_window(frame) & ids.notna()).to_numpy()
     index = frame.index[rows]
     minute = nanoseconds(frame["tick"][rows]).dt.floor("min") if "tick" in frame.columns else pd.Series(0, index=index)
@@ -105,12 +107,12 @@ def row_needs(frame: pd.DataFrame, signal_name: str, entity: str, entity_column:
 
 
 def judge(frame: pd.DataFrame, signal_name: str, entity: str, entity_column: str,
-          thresholds: Mapping[str, float]) -> pd.DataFrame:
+          thresholds: Mapping[str, float], ids: pd.Series | None = None) -> pd.DataFrame:
     """One row per entity present in the window: minutes present, minutes judged, judged, and the
     reason when none was (the need most of its rows missed; ties: the first by name). Counted with numpy
     on codes: 40 signals judge every tick, and pandas' per-call cost was a tenth of a small hour's run."""
     columns = ["entity_type", "entity_id", "minutes", "judged_minutes", "judged", "reason"]
-    arrays = _row_arrays(frame, signal_name, entity, entity_column, thresholds)
+    arrays = _row_arrays(frame, signal_name, entity, entity_column, thresholds, ids)
     if arrays is None or len(arrays[0]) == 0:
         return pd.DataFrame(columns=columns)
     _, ids, minute, failed = arrays

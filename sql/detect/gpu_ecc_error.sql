@@ -26,7 +26,7 @@ WITH counters AS (
 SELECT g.host, g.gpu_index, g.gpu_uuid, g.minute,
        g.minute + INTERVAL 1 MINUTE AS tick, TRUE AS in_window,
        g.run_id, CAST(g.samples AS BIGINT) AS samples,
-       CAST(c.uncorrected_first_rise + c.uncorrected_rise AS HUGEINT) AS uncorrected_increase,   -- HUGEINT: as a sum over samples
+       CAST(c.uncorrected_first_rise + c.uncorrected_rise AS HUGEINT) AS uncorrected_increase,   -- HUGEINT: the type a sum over samples gave
        CAST(c.corrected_first_rise + c.corrected_rise AS HUGEINT) AS corrected_increase,
        CAST(c.remapped_first_rise + c.remapped_rise AS HUGEINT) AS remapped_uncorrectable_increase,
        c.pending_first_raised OR c.pending_rise_time IS NOT NULL AS pending_raised,
