@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import duckdb
 
+from orchestration.storage.sql import literal
+
 
 @dataclass
 class _Attachment:
@@ -51,10 +53,6 @@ def _fresh_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_fresh_in_child)
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 class Connection:
@@ -91,7 +89,7 @@ def open_file(path: str, read_only: bool = False, config: dict | None = None) ->
             if engine is None:
                 engine = _engines[key] = duckdb.connect(":memory:", config=dict(key))
             alias = f"warehouse_{next(_names)}"
-            engine.execute(f"ATTACH {_literal(path)} AS {alias}" + (" (READ_ONLY)" if read_only else ""))
+            engine.execute(f"ATTACH {literal(path)} AS {alias}" + (" (READ_ONLY)" if read_only else ""))
             entry = _attached[path] = _Attachment(engine, alias, read_only, key)
         elif entry.read_only != read_only or entry.config != key:
             raise duckdb.ConnectionException(

@@ -79,3 +79,8 @@ def _mentions(name: str) -> frozenset[str]:
 def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None):
     """Run `sql/<name>.sql` and return its (last) result as a pandas DataFrame."""
     return run(con, name, params).df()
+
+
+def literal(text: str) -> str:
+    """`text` as an SQL string literal (for statements that take no parameters: ATTACH, CREATE SECRET)."""
+    return "'" + text.replace("'", "''") + "'"

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import duckdb
 
-from orchestration.storage.sql import split_statements
+from orchestration.storage.sql import literal, split_statements
 
 LAKE = "lake"
 """The name the lake is attached as (and made the default catalog: `USE lake`)."""
@@ -61,10 +61,6 @@ def extension_file(name: str) -> str:
     raise LakeUnavailable(f"{distribution} holds no .duckdb_extension file: reinstall it for DuckDB {duckdb.__version__}")
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def object_store_secret(data_path: str, environ: dict | None = None) -> str | None:
     """The `CREATE SECRET` for a data path in S3 (None for a file path), from the variables every AWS
     client reads: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or
@@ -77,14 +73,14 @@ def object_store_secret(data_path: str, environ: dict | None = None) -> str | No
     for key, variable in (("KEY_ID", "AWS_ACCESS_KEY_ID"), ("SECRET", "AWS_SECRET_ACCESS_KEY"),
                           ("SESSION_TOKEN", "AWS_SESSION_TOKEN")):
         if env.get(variable):
-            options[key] = _literal(env[variable])
+            options[key] = literal(env[variable])
     region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
     if region:
-        options["REGION"] = _literal(region)
+        options["REGION"] = literal(region)
     endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
     if endpoint:
         scheme, _, host = endpoint.rstrip("/").rpartition("://")
-        options.update(ENDPOINT=_literal(host), URL_STYLE="'path'", USE_SSL="false" if scheme == "http" else "true")
+        options.update(ENDPOINT=literal(host), URL_STYLE="'path'", USE_SSL="false" if scheme == "http" else "true")
     return f"CREATE OR REPLACE SECRET goodput_lake ({', '.join(f'{k} {v}' for k, v in options.items())})"
 
 
@@ -92,13 +88,13 @@ def attach(con: duckdb.DuckDBPyConnection, catalog: str, data_path: str, read_on
     """Load the extensions from their wheels, attach the lake as `lake` and make it the default."""
     secret = object_store_secret(data_path)
     for name in EXTENSIONS + ((OBJECT_STORE,) if secret else ()):
-        con.execute(f"INSTALL {_literal(extension_file(name))}")   # a local file: no download
+        con.execute(f"INSTALL {literal(extension_file(name))}")   # a local file: no download
         con.execute(f"LOAD {name}")
     if secret:
         con.execute(secret)
-    options = [f"DATA_PATH {_literal(data_path)}"] + (["READ_ONLY"] if read_only else [])
+    options = [f"DATA_PATH {literal(data_path)}"] + (["READ_ONLY"] if read_only else [])
     try:
-        con.execute(f"ATTACH {_literal('ducklake:postgres:' + catalog)} AS {LAKE} ({', '.join(options)})")
+        con.execute(f"ATTACH {literal('ducklake:postgres:' + catalog)} AS {LAKE} ({', '.join(options)})")
     except duckdb.Error as error:
         raise LakeUnavailable(f"cannot attach the DuckLake catalog `{catalog}` (data {data_path}): "
                               f"{' '.join(str(error).split())[:240]} (check `warehouse:` in service.yaml and "
@@ -154,8 +150,8 @@ def adapt_migration(text: str) -> list[str]:
 def maintain(con: duckdb.DuckDBPyConnection, snapshot_days: float) -> dict[str, int]:
     """Merge small adjacent data files, expire snapshots older than `snapshot_days`, delete the files no
     snapshot needs any more; returns what each step did (rows of DuckLake's own functions)."""
-    merged = con.execute(f"CALL ducklake_merge_adjacent_files({_literal(LAKE)})").fetchall()
-    expired = con.execute(f"CALL ducklake_expire_snapshots({_literal(LAKE)}, older_than => now() - to_days(CAST($d AS INTEGER)))",
+    merged = con.execute(f"CALL ducklake_merge_adjacent_files({literal(LAKE)})").fetchall()
+    expired = con.execute(f"CALL ducklake_expire_snapshots({literal(LAKE)}, older_than => now() - to_days(CAST($d AS INTEGER)))",
                           {"d": max(int(snapshot_days), 0)}).fetchall()
-    deleted = con.execute(f"CALL ducklake_cleanup_old_files({_literal(LAKE)}, cleanup_all => true)").fetchall()
+    deleted = con.execute(f"CALL ducklake_cleanup_old_files({literal(LAKE)}, cleanup_all => true)").fetchall()
     return {"merged": len(merged), "expired_snapshots": len(expired), "deleted_files": len(deleted)}
