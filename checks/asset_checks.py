@@ -117,7 +117,7 @@ def judge_signal(
         partition_start=start,
         evidence=findings["evidence"].map(lambda e: json.dumps(e, sort_keys=True, default=str)),
     )
-    evaluated = sorted({str(i) for i in ids.dropna()})
+    evaluated = sorted({str(i) for i in ids.dropna().unique()})
     flagged = sorted({str(i) for i in findings["entity_id"].dropna()}) if not findings.empty else []
     marks = pd.DataFrame({
         "signal": [signal.name],
@@ -201,15 +201,18 @@ def allocated_run(con: duckdb.DuckDBPyConnection, gpu: str, at) -> str | None:
 
 def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, thresholds: dict,
                  home: Path | None = None, board_url: str | None = None,
-                 judged: pd.DataFrame | None = None, asset: str | None = None) -> dg.AssetCheckResult:
+                 judged: pd.DataFrame | None = None, asset: str | None = None,
+                 entities: int | None = None) -> dg.AssetCheckResult:
     """Pass/fail with the evidence: value, baseline, threshold, window, offending entities, and the
     report a finding's evidence names (`report_path`, relative to GOODPUT_HOME `home`) as a link:
-    to the incident board that serves it (`board_url`), else to the file."""
+    to the incident board that serves it (`board_url`), else to the file. `entities`: how many the
+    evaluation counted (else counted here)."""
     metadata: dict = {
         "signal": signal.name,
         "tier": signal.tier,
         "owner": signal.owner,
-        "entities_evaluated": int(episodes.entity_ids(frame, signal.entity, signal.entity_column).nunique()),
+        "entities_evaluated": int(episodes.entity_ids(frame, signal.entity, signal.entity_column).nunique())
+        if entities is None else entities,
         "window": dg.MetadataValue.text(_window(frame)),
         "thresholds": dg.MetadataValue.json(thresholds),
     }
@@ -316,7 +319,7 @@ def build_checks(signals: list[Signal], name: str, partitions_def: dg.Partitions
             store(con, window.start, [evaluation for _, _, evaluation in done], shard)
         for signal, chosen, e in done:
             yield check_result(signal, e.frame, e.findings, chosen, home=home, board_url=board.base(), judged=e.judged,
-                               asset=asset)
+                               asset=asset, entities=int(e.rows["new_evaluations"]["entities"].iloc[0]))
         if errors:
             names = ", ".join(n for n, _ in errors)
             raise RuntimeError(f"{len(errors)} check(s) could not be evaluated: {names}") from errors[0][1]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pandas as pd
 
 EPISODE_COLUMNS = ("episode_last_seen", "episode_onset", "episode_reference")
@@ -39,12 +40,24 @@ def entity_ids(frame: pd.DataFrame, entity: str, column: str) -> pd.Series:
         return frame[column].astype("object").where(frame[column].notna())
     if entity == "gpu" and {"host", "gpu_index"} <= set(frame.columns):
         ok = frame["host"].notna() & frame["gpu_index"].notna()
-        ids = frame["host"].astype(str) + ":" + frame["gpu_index"].where(ok, 0).astype(int).astype(str)
-        return ids.where(ok)
+        return joined_ids(frame["host"], ":", frame["gpu_index"].where(ok, 0).astype(int)).where(ok)
     if entity == "rank" and {"run_id", "rank"} <= set(frame.columns):
         ok = frame["run_id"].notna() & frame["rank"].notna()
-        return (frame["run_id"].astype(str) + "/rank-" + frame["rank"].where(ok, 0).astype(int).astype(str)).where(ok)
+        return joined_ids(frame["run_id"], "/rank-", frame["rank"].where(ok, 0).astype(int)).where(ok)
     return pd.Series(None, dtype="object", index=frame.index)
+
+
+def joined_ids(left: pd.Series, separator: str, right: pd.Series) -> pd.Series:
+    """`left.astype(str) + separator + right.astype(str)` row for row, each distinct string built once: a
+    frame holds every minute of every entity (340 k rows of 1,024 GPUs at minute 55 of a live hour), and
+    building its ids string by string was a tenth of a check step's Python."""
+    if left.isna().any() or right.isna().any():   # as pandas spells a missing value
+        return left.astype(str) + separator + right.astype(str)
+    left_code, lefts = pd.factorize(left)
+    right_code, rights = pd.factorize(right)
+    code, pairs = pd.factorize(left_code.astype(np.int64) * max(len(rights), 1) + right_code)
+    names = np.array([f"{lefts[p // len(rights)]}{separator}{rights[p % len(rights)]}" for p in pairs], dtype=object)
+    return pd.Series(names[code], index=left.index, dtype=object)
 
 
 def with_open_episodes(frame: pd.DataFrame, ids: pd.Series, carried: pd.DataFrame) -> pd.DataFrame:

@@ -93,7 +93,7 @@ def nanoseconds(times: pd.Series) -> pd.Series:
 
 def with_gpu_id(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with `entity_id` = "<host>:<gpu_index>", prepared per GPU and tick."""
-    f = frame.assign(entity_id=frame["host"].astype(str) + ":" + frame["gpu_index"].astype(int).astype(str))
+    f = frame.assign(entity_id=episodes.joined_ids(frame["host"], ":", frame["gpu_index"].astype(int)))
     return prepare(f, "entity_id")
 
 
