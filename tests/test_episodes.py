@@ -125,3 +125,23 @@ def test_entity_ids_name_gpus_and_ranks_as_findings_do():
     ranks = pd.DataFrame({"run_id": ["llm"], "rank": [7]})
     assert list(episodes.entity_ids(ranks, "rank", "entity_id")) == ["llm/rank-7"]
     assert list(episodes.entity_ids(pd.DataFrame({"endpoint": ["chat"]}), "endpoint", "endpoint")) == ["chat"]
+
+
+def test_joined_ids_are_the_row_by_row_concatenation_with_missing_values_spelled_as_pandas_does():
+    import numpy as np
+
+    from checks.episodes import joined_ids
+
+    rng = np.random.default_rng(7)
+    for trial in range(60):
+        n = int(rng.integers(0, 40))
+        index = rng.permutation(n) + 3   # an index of its own, kept
+        hosts = pd.Series(rng.choice(["node-1", "node-2", "gpu-host-10"], n), index=index, dtype=object)
+        gpus = pd.Series(rng.integers(0, 8, n), index=index)
+        if n and trial % 4 == 0:
+            hosts.iloc[0] = None
+        if n and trial % 5 == 0:
+            gpus = gpus.astype(float)
+            gpus.iloc[-1] = np.nan
+        expected = hosts.astype(str) + ":" + gpus.astype(str)
+        pd.testing.assert_series_equal(joined_ids(hosts, ":", gpus), expected)
