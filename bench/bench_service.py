@@ -1,6 +1,6 @@
 """Live cost follows the data: `goodput replay` under the raw-zone sensor, per-tick CPU by minute of the hour.
 
-    python bench/bench_service.py [--scenario FILE] [--tail MIN] [--out FILE.json]
+    python bench/bench_service.py [--scenario FILE] [--tail MIN] [--ticks HH:MM-HH:MM,...] [--out FILE.json]
 
 Replays a scenario (default bench/scenarios/replay_tiers.yaml) in simulated time through the real
 sensor and jobs (orchestration/evaluation/replay.py) and reports: CPU-seconds per tick at minute 5 and at
@@ -51,6 +51,15 @@ def hourly_costs(ticks, end) -> dict[str, list]:
     return out
 
 
+def chosen_ticks(spec: str | None):
+    """`--ticks`' ranges as replay's `evaluate(tick)` (None: every tick). Cheaper than the whole replay when
+    only some minutes are compared (two trees side by side); the first tick after a gap catches up."""
+    if not spec:
+        return None
+    ranges = [tuple(part.split("-")) if "-" in part else (part, part) for part in spec.split(",")]
+    return lambda tick: any(first <= f"{tick:%H:%M}" <= last for first, last in ranges)
+
+
 def main() -> int:
     import pandas as pd
 
@@ -63,6 +72,8 @@ def main() -> int:
     parser.add_argument("--tail", type=float, default=5.0)
     parser.add_argument("--keep", help="folder for the staging and home (default: temporary)")
     parser.add_argument("--out")
+    parser.add_argument("--ticks", help="evaluate only these ticks, e.g. 00:50-00:59,01:03-01:07 (HH:MM of the "
+                                        "scenario's day, inclusive): a tick left out hands its data to the next one")
     args = parser.parse_args()
     scenario = load_scenario(Path(args.scenario))
     root = Path(args.keep or tempfile.mkdtemp(prefix="goodput-bench-service-"))
@@ -71,6 +82,7 @@ def main() -> int:
     use_home(str(home))
     t0, cpu0 = time.monotonic(), time.process_time()
     result = replay(staging, home, scenario.start, scenario.end, tail=timedelta(minutes=args.tail),
+                    evaluate=chosen_ticks(args.ticks),
                     progress=lambda i, n, line: print(f"  [{i}/{n}] {line}", file=sys.stderr, flush=True))
     wall, cpu = time.monotonic() - t0, time.process_time() - cpu0
     ticks = result.ticks.copy()
