@@ -45,16 +45,10 @@ class IncidentsConfig(dg.Config):
 
 # the lineage shows what the incidents come from: every asset a signal's check runs on, and the ingest
 CHECKED_ASSETS = sorted({"training_steps", "gpu_samples", "lineage_events"} | {signal.asset for signal in REGISTRY})
-# ... each mapped to its latest hour. Dagster records an unpartitioned asset's input data versions at each
-# materialization: with the default mapping (every hour) it lists every partition of every input (or, under
-# 100 of them, looks each one up), a fold's cost that grew with the hours the home holds (an idle fold: 1.0
-# CPU-s at 95 hours, 2.2 at 16,847; BENCHMARKS.md section 47). The fold reads what changed (fold_marks), not
-# "every hour": the lineage edges stay, the cost no longer follows the history.
-CHECKED_DEPS = [dg.AssetDep(name, partition_mapping=dg.LastPartitionMapping()) for name in CHECKED_ASSETS]
 
 
 @dg.asset(
-    deps=CHECKED_DEPS,
+    deps=CHECKED_ASSETS,
     group_name="incidents",
     kinds={"duckdb"},
     pool=POOL,

@@ -62,34 +62,3 @@ def test_the_board_url_and_the_routes_file_are_read_when_used_not_when_the_code_
     held = {**board.model_dump(), **alerting.model_dump()}
     assert {held["url_env"], held["board_url_env"], held["config_path_env"]} == {"GOODPUT_BOARD_URL", "GOODPUT_ALERTING"}
     assert "example" not in repr(held)
-
-
-def test_the_fold_reads_the_latest_hour_of_its_inputs_not_every_partition_the_home_has(tmp_path, monkeypatch):
-    """Dagster records the fold's input data versions at each materialization. Mapped to every hour of its
-    inputs, it listed every partition of each (16,847 at the fallback start) at every tick, a cost that grew
-    with the history; the fold depends on each input's latest hour (assets/incidents.py: CHECKED_DEPS)."""
-    import dagster as dg
-    from dagster._core.definitions.partitions.definition.time_window import TimeWindowPartitionsDefinition
-
-    from assets.incidents import CHECKED_ASSETS
-    from orchestration.definitions import build_definitions
-    from orchestration.partitions import hourly
-    from tests.helpers import memory_instance
-
-    listed = []
-    whole = TimeWindowPartitionsDefinition.get_partition_keys
-
-    def counting(self, *args, **kwargs):
-        keys = whole(self, *args, **kwargs)
-        listed.append(len(keys))
-        return keys
-
-    latest = hourly.get_last_partition_key()
-    with memory_instance() as instance:
-        for name in CHECKED_ASSETS:   # each input has a materialization, as in a home that has run
-            instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=name, partition=latest))
-        monkeypatch.setattr(TimeWindowPartitionsDefinition, "get_partition_keys", counting)
-        quiet = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
-        assert build_definitions(tmp_path).resolve_job_def("fold_incidents").execute_in_process(
-            instance=instance, run_config=quiet).success
-    assert listed == []
