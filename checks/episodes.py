@@ -49,8 +49,8 @@ def entity_ids(frame: pd.DataFrame, entity: str, column: str) -> pd.Series:
 
 def joined_ids(left: pd.Series, separator: str, right: pd.Series) -> pd.Series:
     """`left.astype(str) + separator + right.astype(str)` row for row, each distinct string built once: a
-    frame holds every minute of every entity (340 k rows of 1,024 GPUs at minute 55 of a live hour), and
-    building its ids string by string was a tenth of a check step's Python."""
+    frame holds every minute of every entity (74-105 k rows at minute 55 of a live 1,024-GPU hour), and
+    building its ids string by string was most of `entity_ids`' and `with_gpu_id`'s time."""
     if left.isna().any() or right.isna().any():   # as pandas spells a missing value
         return left.astype(str) + separator + right.astype(str)
     left_code, lefts = pd.factorize(left)
