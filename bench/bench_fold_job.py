@@ -27,6 +27,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from orchestration.partitions import HOUR_KEY, first_raw_hour  # noqa: E402
 
 CHILD = """
 import json, sys, time
@@ -50,9 +53,6 @@ print(json.dumps({"partitions": len(hourly.get_partition_keys()), "cpu_s": cpu})
 
 def start_key(spec: str, home: Path) -> str:
     """`first`, `Nd` (days before the home's first raw hour) or a partition key as it stands."""
-    sys.path.insert(0, str(REPO))
-    from orchestration.partitions import HOUR_KEY, first_raw_hour
-
     if spec != "first" and not spec.endswith("d"):
         return spec
     first = first_raw_hour(home / "raw")

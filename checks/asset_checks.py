@@ -54,6 +54,11 @@ class Evaluation:
     judged: pd.DataFrame
     rows: dict[str, pd.DataFrame]
 
+    @property
+    def entities(self) -> int:
+        """How many entities the evaluation saw (its mark's count)."""
+        return int(self.rows["new_evaluations"]["entities"].iloc[0])
+
 
 def evaluate_judged(
     con: duckdb.DuckDBPyConnection, signal: Signal, start: datetime, end: datetime, thresholds: dict | None = None,
@@ -319,7 +324,7 @@ def build_checks(signals: list[Signal], name: str, partitions_def: dg.Partitions
             store(con, window.start, [evaluation for _, _, evaluation in done], shard)
         for signal, chosen, e in done:
             yield check_result(signal, e.frame, e.findings, chosen, home=home, board_url=board.base(), judged=e.judged,
-                               asset=asset, entities=int(e.rows["new_evaluations"]["entities"].iloc[0]))
+                               asset=asset, entities=e.entities)
         if errors:
             names = ", ".join(n for n, _ in errors)
             raise RuntimeError(f"{len(errors)} check(s) could not be evaluated: {names}") from errors[0][1]

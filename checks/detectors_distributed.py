@@ -42,9 +42,7 @@ def loo_median(values: pd.Series, groups: list[pd.Series]) -> pd.Series:
     if not valid.any():
         return pd.Series(out, index=values.index)
     # (a MultiIndex's factorize builds a tuple per row: most of this function's time at minute 55)
-    gid = pd.DataFrame({i: g.to_numpy() for i, g in enumerate(groups)}).groupby(
-        list(range(len(groups))), sort=False, dropna=False).ngroup().to_numpy() if len(groups) > 1 \
-        else pd.factorize(groups[0])[0]
+    gid = values.groupby([g.to_numpy() for g in groups], sort=False, dropna=False).ngroup().to_numpy()
     idx = np.flatnonzero(valid)
     order = idx[np.lexsort((v[idx], gid[idx]))]
     sv, sg = v[order], gid[order]

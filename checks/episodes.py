@@ -55,7 +55,7 @@ def joined_ids(left: pd.Series, separator: str, right: pd.Series) -> pd.Series:
         return left.astype(str) + separator + right.astype(str)
     left_code, lefts = pd.factorize(left)
     right_code, rights = pd.factorize(right)
-    code, pairs = pd.factorize(left_code.astype(np.int64) * max(len(rights), 1) + right_code)
+    code, pairs = pd.factorize(left_code.astype(np.int64) * len(rights) + right_code)
     names = np.array([f"{lefts[p // len(rights)]}{separator}{rights[p % len(rights)]}" for p in pairs], dtype=object)
     return pd.Series(names[code], index=left.index, dtype=object)
 
