@@ -45,10 +45,16 @@ class IncidentsConfig(dg.Config):
 
 # the lineage shows what the incidents come from: every asset a signal's check runs on, and the ingest
 CHECKED_ASSETS = sorted({"training_steps", "gpu_samples", "lineage_events"} | {signal.asset for signal in REGISTRY})
+# ... mapped to none of their partitions. The fold reads what changed since its marks (fold_marks), never "every
+# hour". With Dagster's default mapping (every partition), each fold recorded its inputs' data versions by
+# listing every partition of all nine inputs: an idle fold cost 0.5-0.7 CPU-s at 96 hours and 2.0-2.2 at 16,848
+# (BENCHMARKS.md section 48). The lineage edges stay. A backfill therefore does not order the fold after its
+# hours: `goodput_service` folds once a backfill is done (orchestration/sensors/service.py).
+FOLD_DEPS = [dg.AssetDep(name, partition_mapping=dg.SpecificPartitionsPartitionMapping([])) for name in CHECKED_ASSETS]
 
 
 @dg.asset(
-    deps=CHECKED_ASSETS,
+    deps=FOLD_DEPS,
     group_name="incidents",
     kinds={"duckdb"},
     pool=POOL,

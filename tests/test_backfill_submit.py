@@ -1,7 +1,8 @@
 """`goodput backfill --submit`: a Dagster asset backfill on the home's instance (what the UI lists under
 Backfills), which the daemon runs in the order of the asset graph: one iteration of the real backfill
 daemon, against the real workspace, requests every hour's ingest and no baseline yet (an hour's
-baselines wait for its own and the previous hour's ingest), and the fold comes last."""
+baselines wait for its own and the previous hour's ingest). The fold is not part of it: the `goodput_service`
+sensor folds once the backfill is done (tests/test_service_sensor.py)."""
 
 import logging
 from pathlib import Path
@@ -34,7 +35,7 @@ def test_submit_records_a_backfill_the_daemon_runs_oldest_hour_first(tmp_path, m
         [backfill] = instance.get_backfills()
         assert backfill.title.startswith("goodput backfill 2026-11-29-10:00")
         keys = {k.to_user_string() for k in backfill.asset_selection}
-        assert {"gpu_samples", "training_steps", "incidents"} <= keys
+        assert {"gpu_samples", "training_steps"} <= keys and "incidents" not in keys
         target = ModuleTarget(module_name="orchestration.definitions", attribute="defs",
                               working_directory=str(REPO), location_name="goodput")
         with create_test_daemon_workspace_context(target, instance) as context:
@@ -42,7 +43,7 @@ def test_submit_records_a_backfill_the_daemon_runs_oldest_hour_first(tmp_path, m
         runs = {r.tags.get("dagster/partition"): {k.to_user_string() for k in r.asset_selection or []}
                 for r in instance.get_runs()}
         # every hour's ingest is requested at once (they depend on nothing); no baseline yet: an hour's
-        # baselines wait for its ingest and the previous hour's (the lookback); the fold waits for all
+        # baselines wait for its ingest and the previous hour's (the lookback); no fold before the hours
         assert set(runs) == {"2026-11-29-10:00", "2026-11-29-11:00", "2026-11-29-12:00"}
         for assets in runs.values():
             assert {"gpu_samples", "training_steps"} <= assets

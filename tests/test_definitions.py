@@ -5,6 +5,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dagster as dg
+import pytest
+
 from orchestration.definitions import defs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,3 +65,39 @@ def test_the_board_url_and_the_routes_file_are_read_when_used_not_when_the_code_
     held = {**board.model_dump(), **alerting.model_dump()}
     assert {held["url_env"], held["board_url_env"], held["config_path_env"]} == {"GOODPUT_BOARD_URL", "GOODPUT_ALERTING"}
     assert "example" not in repr(held)
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["hours", "hours-x-shards"])
+def test_a_fold_lists_none_of_its_inputs_partitions(tmp_path, monkeypatch, sharded):
+    """Dagster records the fold's input data versions at each materialization. Mapped to every partition of
+    its nine inputs (the default), it listed them all at every fold, a cost that grew with the hours the home
+    holds (16,847 keys per input at the fallback start, hours x shards with shards). The fold maps to none of
+    them (assets/incidents.py: FOLD_DEPS): no listing, whatever the partitions."""
+    from dagster._core.definitions.partitions.definition.multi import MultiPartitionsDefinition
+    from dagster._core.definitions.partitions.definition.time_window import TimeWindowPartitionsDefinition
+
+    from assets.incidents import CHECKED_ASSETS
+    from orchestration.definitions import build_definitions
+    from tests.helpers import TWO_SHARDS, memory_instance
+
+    if sharded:
+        (tmp_path / "service.yaml").write_text(TWO_SHARDS)
+    defs = build_definitions(tmp_path)
+    graph = defs.resolve_asset_graph()
+    listed = []
+    for kind in (TimeWindowPartitionsDefinition, MultiPartitionsDefinition):
+        whole = kind.get_partition_keys
+
+        def counting(self, *args, whole=whole, **kwargs):
+            keys = whole(self, *args, **kwargs)
+            listed.append(len(keys))
+            return keys
+        monkeypatch.setattr(kind, "get_partition_keys", counting)
+    with memory_instance() as instance:
+        for name in CHECKED_ASSETS:   # each input has a materialization, as in a home that has run
+            latest = graph.get(dg.AssetKey(name)).partitions_def.get_last_partition_key()
+            instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=name, partition=latest))
+        listed.clear()
+        quiet = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+        assert defs.resolve_job_def("fold_incidents").execute_in_process(instance=instance, run_config=quiet).success
+    assert listed == []

@@ -1,6 +1,6 @@
 """`goodput_service`, the one sensor of `goodput ui` (issue 15, idle cost): an idle tick requests
 nothing and skips the alert pass; each hour with new raw data gets one detect run; a successful
-detect run is folded once; a failed one is alerted once and its hour run again (bounded)."""
+detect run is folded once, a backfill once when it is done; a failed one is alerted once and its hour run again (bounded)."""
 
 import json
 import uuid
@@ -74,6 +74,28 @@ def test_a_detect_run_is_folded_once_and_a_failed_one_alerted_once_and_redone(se
         add_run(instance, "detect", dg.DagsterRunStatus.FAILURE)
         requests, _skip, cursor = tick(sensor, instance, cursor)
         assert [r.run_key for r in requests] == ([f"2026-11-30-00:00@v1+redo{attempt}"] if attempt else [])
+
+
+def test_a_backfill_is_folded_once_when_it_is_done_not_at_each_of_its_runs(sensor, instance):
+    """A backfill's runs are not `detect` runs, and the fold maps to none of its inputs' hours, so Dagster
+    does not order a fold after a backfill's hours: the sensor folds once the backfill is done."""
+    from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+    from dagster._core.storage.tags import BACKFILL_ID_TAG
+
+    _requests, _skip, cursor = tick(sensor, instance, None)
+    backfill = PartitionBackfill("history", BulkActionStatus.REQUESTED, from_failure=False, tags={}, backfill_timestamp=0.0)
+    instance.add_backfill(backfill)
+    for hour in ("2026-11-29-10:00", "2026-11-29-11:00"):
+        run_id = add_run(instance, "__ASSET_JOB", dg.DagsterRunStatus.SUCCESS, hour)
+        instance.add_run_tags(run_id, {BACKFILL_ID_TAG: backfill.backfill_id})
+        requests, _skip, cursor = tick(sensor, instance, cursor)
+        assert requests == []   # the backfill still runs: its hours are not all done
+    assert tick(sensor, instance, cursor)[0] == []
+    instance.update_backfill(backfill.with_status(BulkActionStatus.COMPLETED_SUCCESS))
+    requests, _skip, cursor = tick(sensor, instance, cursor)
+    assert [(r.job_name, r.run_key) for r in requests] == [("fold_incidents", "after-backfill-history")]
+    assert tick(sensor, instance, cursor)[0] == []
+    assert json.loads(cursor)["backfills"] == []
 
 
 def test_a_finished_fold_runs_the_alert_pass_though_no_file_changed(sensor, instance, monkeypatch):

@@ -10,10 +10,10 @@ progress line), then `fold_incidents`, then the alert sensor's delivery. `--no-a
 without paging anyone about history: the backfilled hours' pending transitions are journaled as
 `suppressed` for every sink they route to, so the alert sensor never sends them either.
 
-`--submit` instead records a Dagster asset backfill on the home's instance (it shows under
-Overview > Backfills in `goodput ui`); the daemon of `goodput ui` runs it, each hour's ingest and
-baselines after the previous hour's (the baselines' lookback depends on it), the `incidents` fold
-once after the last hour, and the running alert sensor delivers.
+`--submit` instead records a Dagster asset backfill of the hours on the home's instance (it shows
+under Overview > Backfills in `goodput ui`); the daemon of `goodput ui` runs it, each hour's ingest
+and baselines after the previous hour's (the baselines' lookback depends on it). Once the backfill
+is done, the `goodput_service` sensor folds the incidents once and delivers the alerts.
 
 Raw hours that appear without ever being processed are noticed by the raw-zone sensor (see
 docs/sources.md); this command is the way to run them by hand, all at once.
@@ -112,7 +112,7 @@ def suppress_history(home: Path, until: datetime) -> int:
 
 
 def submit(home: Path, keys: list[str]) -> str:
-    """Record a Dagster asset backfill of the detect assets for `keys` plus the incidents fold."""
+    """Record a Dagster asset backfill of the detect assets for `keys` (the fold follows it: goodput_service)."""
     import dagster as dg
     from dagster._core.execution.backfill import PartitionBackfill
     from dagster._core.utils import make_new_backfill_id
@@ -122,13 +122,13 @@ def submit(home: Path, keys: list[str]) -> str:
 
     defs = build_definitions(home)
     graph = defs.resolve_asset_graph()
-    selection = detect_job.selection.resolve(graph) | {dg.AssetKey("incidents")}
+    selection = detect_job.selection.resolve(graph)
     instance = dg.DagsterInstance.get()
     backfill = PartitionBackfill.from_asset_partitions(
         backfill_id=make_new_backfill_id(), asset_graph=graph, partition_names=keys, asset_selection=sorted(selection),
         backfill_timestamp=time.time(), tags={"goodput/backfill": "history"}, dynamic_partitions_store=instance,
         all_partitions=False, title=f"goodput backfill {keys[0]} .. {keys[-1]}",
-        description=f"{len(keys)} hour(s) of the raw zone, then the incidents fold", run_config=None)
+        description=f"{len(keys)} hour(s) of the raw zone; the incidents fold follows it", run_config=None)
     instance.add_backfill(backfill)
     return backfill.backfill_id
 

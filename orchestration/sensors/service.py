@@ -8,8 +8,8 @@ Five sensors ticking every 30-120 s were most of `goodput ui`'s idle cost. This 
 
 1. the raw zone: a detect run for each hour that received data (sensors_raw.detect_requests);
 2. finished runs since the last tick: a fold run after each successful detect run (run key
-   `after-<run id>`, as the former run-status sensor), an alert for each failed run (once: the
-   alert's id is the run's);
+   `after-<run id>`, as the former run-status sensor) and after each backfill once it is done (run
+   key `after-backfill-<id>`), an alert for each failed run (once: the alert's id is the run's);
 3. incident alerts (sensors.alerts_pass), only when a fold run finished since the last tick, the
    warehouse file, the alert journal, the monitor outbox or the routing file changed since the last
    pass, or a delivery still waits (the fold run is what says so on a DuckLake, which has no file);
@@ -30,6 +30,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import dagster as dg
+from dagster._core.execution.backfill import BULK_ACTION_TERMINAL_STATUSES
+from dagster._core.storage.tags import BACKFILL_ID_TAG
 
 from orchestration.jobs import detect_job, incidents_job
 from orchestration.sensors import alerts as sensors
@@ -121,6 +123,22 @@ def redo_requests(state: dict, requested: set[str], in_flight: set[str]) -> list
     return out
 
 
+def backfill_folds(instance: dg.DagsterInstance, state: dict, runs: list[dg.DagsterRun]) -> list[dg.RunRequest]:
+    """A fold run for each backfill that is done. A backfill's runs are not `detect` runs, and the fold maps
+    to none of its inputs' hours (assets/incidents.py), so nothing else folds after them. A backfill whose
+    runs finish is watched (its id in the cursor) until Dagster marks it done, then folded once."""
+    pending = set(state.get("backfills", [])) | {r.tags[BACKFILL_ID_TAG] for r in runs if BACKFILL_ID_TAG in r.tags}
+    requests = []
+    for backfill_id in sorted(pending):
+        backfill = instance.get_backfill(backfill_id)
+        if backfill is None or backfill.status in BULK_ACTION_TERMINAL_STATUSES:
+            pending.discard(backfill_id)
+            if backfill is not None:
+                requests.append(dg.RunRequest(run_key=f"after-backfill-{backfill_id}", job_name=incidents_job.name))
+    state["backfills"] = sorted(pending)
+    return requests
+
+
 def service_sensor(resources: dict, interval_seconds: int = INTERVAL_S, detect_jobs: list | None = None) -> dg.SensorDefinition:
     """The home's `goodput_service` sensor, over its resources (orchestration/definitions.py), ticking every
     `interval_seconds` (service.yaml `raw_sensor.interval_seconds`); `detect_jobs`: the home's detect jobs
@@ -151,6 +169,7 @@ def service_sensor(resources: dict, interval_seconds: int = INTERVAL_S, detect_j
                                                        warehouse, alerting))
                 if run.job_name == detect_job.name:
                     queue_redo(state, run)
+        requests += backfill_folds(instance, state, runs)
         if state.get("redo"):
             requests += redo_requests(state, {r.partition_key for r in requests}, sensors_raw.partitions_in_flight(instance))
         alerts = state.setdefault("alerts", {})
