@@ -4,13 +4,14 @@
         [--out FILE.json]
 
 HOME: a processed home (its warehouse.duckdb, dagster/ instance and raw/ zone), e.g. a `goodput demo` or
-`bench/bench_service.py --keep` home. For each partitions start (`partitions.start` in service.yaml:
-`first`, the home's first raw hour; `Nd`, N days before it; or a partition key) and each tree (the base
-commit's, a `git worktree` of it on PYTHONPATH, and this tree's), in turn: a fresh process on a copy of the
-home runs the `fold_incidents` job (as the run-status sensor launches it after each detect run) `--folds`
-times on the home's own Dagster instance, and reports each fold's CPU-seconds. Nothing changed in the
-warehouse between folds, so each fold is what an idle tick's fold costs: Dagster's run and the fold's
-fixed work. A fold whose cost follows the partitions the home has grows with the months a service runs.
+`bench/bench_service.py --keep` home; a `goodput demo --shards N` home keeps its shards. For each
+partitions start (`partitions.start` in service.yaml: `first`, the home's first raw hour; `Nd`, N days
+before it; or a partition key) and each tree (the base commit's, a `git worktree` of it on PYTHONPATH,
+and this tree's), in turn: a fresh process on a copy of the home runs the `fold_incidents` job (as the
+service sensor launches it after each detect run) `--folds` times on the home's own Dagster instance,
+and reports each fold's CPU-seconds. Nothing changed in the warehouse between folds, so each fold is
+what an idle tick's fold costs: Dagster's run and the fold's fixed work. A fold whose cost follows the
+partitions the home has grows with the months a service runs.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import sys
 import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -70,7 +73,10 @@ def measure(tree: Path, home: Path, start: str, folds: int) -> dict:
         shutil.copytree(home / "dagster", work / "dagster")
         shutil.copy(home / "warehouse.duckdb", work / "warehouse.duckdb")
         os.symlink((home / "raw").resolve(), work / "raw")
-        (work / "service.yaml").write_text(f"partitions:\n  start: '{start}'\n")
+        settings = yaml.safe_load((home / "service.yaml").read_text()) if (home / "service.yaml").exists() else None
+        settings = settings or {}   # the home's own settings (its shards) with the partitions' start replaced
+        settings["partitions"] = {**settings.get("partitions", {}), "start": start}
+        (work / "service.yaml").write_text(yaml.safe_dump(settings))
         done = subprocess.run([sys.executable, "-c", CHILD, str(work), str(folds)], cwd=tree, capture_output=True,
                               text=True, env={**os.environ, "PYTHONPATH": str(tree), "GOODPUT_DUCKDB_THREADS": "1"})
         if done.returncode:
