@@ -2,11 +2,12 @@
 
 The real `dagster-daemon` (subprocess, its own process group: its code server and the run workers
 it launches die with it) runs the home's Definitions on the small scenario (2 hours, 1 host x 2 GPUs,
-a 20-minute hang), shifted to end an hour ago so every hour is a past partition. Raw data arrives in
-three stages, each an append: A = the first half of hour 0's lines; B = the rest of hour 0 and half
-of hour 1; C = the rest. The daemon is SIGKILLed (whole group) as soon as the run storage shows a
-detect run of stage A started (or already done), and stage B lands in that moment; a new daemon then
-drains B and C. Asserted from the run storage, the warehouse and the alert journal:
+a 20-minute hang), shifted to the hours around the latest past midnight (two day folders; every hour
+a past partition, at any time of day). Raw data arrives in three stages, each an append: A = the
+first half of hour 0's lines; B = the rest of hour 0 and half of hour 1; C = the rest. The daemon is
+SIGKILLed (whole group) as soon as the run storage shows a detect run of stage A started (or already
+done), and stage B lands in that moment; a new daemon then drains B and C. Asserted from the run
+storage, the warehouse and the alert journal:
 
 - every hour's final data version has exactly one successful detect run; no (hour, version) has
   two, and no run key is used twice (a killed run is failed and its hour redone under a new key);
@@ -52,8 +53,11 @@ INCIDENT_COLUMNS = "incident_id, signal, tier, status, onset, opened, last_seen,
 
 
 def shifted_scenario(folder: Path) -> Path:
-    """small.yaml starting two hours before the current hour: recent days, partitions in the past."""
-    start = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0) - timedelta(hours=2)
+    """small.yaml's two hours on either side of the latest midnight that is at least an hour past: recent days,
+    partitions in the past, whatever the time of day. The hours are in two day folders (`<day>/23`, `<day+1>/00`),
+    which stage A and B must land in time order, not in the order of the folders' hour names."""
+    midnight = (datetime.now(timezone.utc) - timedelta(hours=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    start = midnight - timedelta(hours=1)
     text = SMALL.read_text().replace('start: "2026-11-30T00:00:00Z"', f'start: "{start:%Y-%m-%dT%H:%M:%SZ}"')
     assert start.strftime("%Y-%m-%dT%H") in text
     path = folder / "small_now.yaml"
@@ -63,10 +67,11 @@ def shifted_scenario(folder: Path) -> Path:
 
 def land(full: Path, home: Path, fractions: tuple[float, float]) -> None:
     """Append to `home`'s raw zone up to `fractions[i]` of the lines of hour i of `full`'s (never shrinks)."""
-    hours = sorted({p.parent.name for p in raw_root(full).rglob("*.jsonl")})
+    hours = sorted({(p.parent.parent.name, p.parent.name) for p in raw_root(full).rglob("*.jsonl")})   # (day, hour)
     for source in sorted(raw_root(full).rglob("*.jsonl")):
         lines = source.read_bytes().splitlines(keepends=True)
-        data = b"".join(lines[: int(len(lines) * fractions[hours.index(source.parent.name)])])
+        hour = hours.index((source.parent.parent.name, source.parent.name))
+        data = b"".join(lines[: int(len(lines) * fractions[hour])])
         target = raw_root(home) / source.relative_to(raw_root(full))
         have = target.stat().st_size if target.exists() else 0
         if len(data) > have:
