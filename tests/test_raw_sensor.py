@@ -12,6 +12,7 @@ import pytest
 from assets.ingest import ingest_assets
 from orchestration.definitions import build_definitions, resources_for
 from orchestration.sensors import raw as sensors_raw
+from orchestration.storage.raw_zone import VERSION_TAG
 from orchestration.storage.warehouse import WarehouseResource
 
 HOUR0, HOUR1 = "2026-11-30-00:00", "2026-11-30-01:00"
@@ -166,3 +167,96 @@ def test_a_daemon_killed_mid_stream_loses_and_duplicates_nothing(small_home, tmp
         with whole.connect(read_only=True) as con:
             want = con.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
         assert got == want, table
+
+
+def _hold_back_half_of(home: Path, day_hour: str) -> dict[Path, bytes]:
+    """Cut each raw file of one hour (`YYYY-MM-DD/HH`) to its first half of lines; returns what was cut."""
+    held = {}
+    for path in sorted((home / "raw").glob(f"*/{day_hour}/*.jsonl")):
+        lines = path.read_bytes().splitlines(keepends=True)
+        path.write_bytes(b"".join(lines[: len(lines) // 2]))
+        held[path] = b"".join(lines[len(lines) // 2:])
+    return held
+
+
+def _land(held: dict[Path, bytes]) -> None:
+    for path, rest in held.items():
+        with open(path, "ab") as out:
+            out.write(rest)
+
+
+def test_a_past_hour_s_late_data_detects_the_hours_after_it_again_once_its_run_is_done(small_home, resources, instance):
+    """Hour 0's second half arrives after hour 1 was detected (an agent flushing late). Hour 1's checks read hour
+    0 (their lookback), so it is detected again, after hour 0's run, under a key of its own; never beside it."""
+    held = _hold_back_half_of(small_home, "2026-11-30/00")
+    requests, cursor = tick(instance, resources)
+    assert [r.partition_key for r in requests] == [HOUR0, HOUR1]
+    _land(held)
+    requests, cursor = tick(instance, resources, cursor)
+    assert [r.partition_key for r in requests] == [HOUR0]   # hour 1 waits for hour 0's run
+    run = dg.DagsterRun(job_name="detect", run_id="late-hour-0", status=dg.DagsterRunStatus.STARTED,
+                        tags={sensors_raw.PARTITION_TAG: HOUR0})
+    instance.add_run(run)
+    requests, cursor = tick(instance, resources, cursor)
+    assert requests == []   # hour 0's run is in flight
+    instance.delete_run(run.run_id)   # done
+    requests, cursor = tick(instance, resources, cursor)
+    assert [r.partition_key for r in requests] == [HOUR1]
+    version = requests[0].tags[VERSION_TAG]
+    assert f"+after-{HOUR0}@" in version and requests[0].run_key == f"{HOUR1}@{version}"
+    assert json.loads(cursor)["refresh"] == {}
+    assert tick(instance, resources, cursor)[0] == []
+
+
+def test_hours_with_new_data_of_their_own_are_not_detected_twice_for_an_earlier_hour(small_home, resources, instance):
+    """An import (every hour new) or hour 1 growing beside hour 0: each hour's own run reads what came before it."""
+    held = _hold_back_half_of(small_home, "2026-11-30/00") | _hold_back_half_of(small_home, "2026-11-30/01")
+    requests, cursor = tick(instance, resources)
+    assert [r.partition_key for r in requests] == [HOUR0, HOUR1]
+    _land(held)
+    requests, cursor = tick(instance, resources, cursor)
+    assert [r.partition_key for r in requests] == [HOUR0, HOUR1]
+    assert json.loads(cursor)["refresh"] == {}
+    assert tick(instance, resources, cursor)[0] == []
+
+
+def test_late_data_of_a_past_hour_ends_with_the_incidents_of_data_that_arrived_in_order(small_home, tmp_path):
+    """End to end in process: hour 1 detected while hour 0 held half its lines judged a stall from hour 0's last
+    step seen (what the real daemon stored before the refresh: a SEV1 hang 20 minutes early). Driven by the
+    sensor's requests, the late half, hour 0's run and hour 1's refresh end where in-order arrival ends."""
+    import shutil
+
+    from tests.helpers import detect_and_fold, memory_instance
+
+    reference = tmp_path / "reference"
+    shutil.copytree(small_home / "raw", reference / "raw")
+    detect_and_fold(reference, [HOUR0, HOUR1])
+    held = _hold_back_half_of(small_home, "2026-11-30/00")
+    defs, home_resources = build_definitions(small_home), resources_for(small_home)
+    quiet = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+    seen, folded = [], []
+    with memory_instance() as instance:
+        def drain(cursor):
+            while True:
+                requests, cursor = tick(instance, home_resources, cursor)
+                if not requests:
+                    return cursor
+                for request in requests:
+                    seen.append(request.partition_key)
+                    assert defs.resolve_job_def("detect").execute_in_process(
+                        partition_key=request.partition_key, tags=request.tags, instance=instance, run_config=quiet).success
+                    assert defs.resolve_job_def("fold_incidents").execute_in_process(instance=instance, run_config=quiet).success
+                    folded.append(incidents_of(small_home))
+
+        cursor = drain(None)
+        _land(held)
+        drain(cursor)
+    assert seen == [HOUR0, HOUR1, HOUR0, HOUR1]
+    # without the refresh: hour 0 complete, hour 1 as judged without hour 0's second half
+    assert folded[-2] != incidents_of(reference)
+    assert folded[-1] == incidents_of(reference)
+
+
+def incidents_of(home: Path) -> list[tuple]:
+    with WarehouseResource(path=str(home / "warehouse.duckdb")).connect(read_only=True) as con:
+        return con.execute("SELECT incident_id, signal, tier, status, onset, entity_id FROM incidents ORDER BY 1").fetchall()

@@ -13,6 +13,8 @@ At most one detect run per partition is queued or running: an hour whose run is 
 not requested (and its cursor not advanced), so its newer data is requested at the first tick
 after that run ends, never beside it (the instance's run queue also limits `dagster/partition` to
 one, docs/service.md). Many hours at once (an import): oldest first, `max_hours_per_tick` per tick.
+When a past hour receives data after the hours that follow it were detected, those within the
+checks' longest lookback are detected again once its run is done (`lookback_refresh`).
 An idle raw zone costs one listing of a few days' folders per tick and launches nothing.
 
 With shards configured, an hour's changed files are asked of the shards they belong to first, then of
@@ -22,13 +24,16 @@ the hour (orchestration/sensors/shards.py).
 from __future__ import annotations
 
 import json
+import math
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import dagster as dg
 import duckdb
 
+import checks.signals  # noqa: F401  (registers the signals: their lookbacks)
+from checks.registry import REGISTRY
 from orchestration.config.service_config import load_service_settings
 from orchestration.jobs import detect_job
 from orchestration.partitions import HOUR_KEY, hourly
@@ -41,6 +46,7 @@ from orchestration.storage.warehouse import WarehouseBusy, WarehouseMissing, War
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
              dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 PARTITION_TAG = "dagster/partition"
+LOOKBACK_UNITS = {"lookback_seconds": 1.0, "lookback_minutes": 60.0, "lookback_hours": 3600.0}
 
 
 def utcnow() -> datetime:
@@ -109,6 +115,8 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
             deferred.add(key)
             continue
         requests.append((key, raw_watch.version(hours[key]), hours[key], changed[key]))
+    refreshed, refresh = lookback_refresh(cursor.get("refresh", {}), requests, changed, hours, in_flight, current)
+    requests += refreshed
     for _key, _version, hour_files, _changed in requests:
         for relative, size in hour_files.items():
             files[relative] = size
@@ -122,10 +130,49 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
         "files": {r: s for r, s in files.items() if "/".join(r.split("/")[:2]) in recent},
         "days": {d: m for d, m in days_seen.items() if d in days},
         "full_at": now.timestamp() if full_due and not deferred else cursor.get("full_at", 0),
+        "refresh": refresh,
     }
     if deferred:
         notes.append(f"{len(deferred)} hour(s) wait: a run in flight, or over {settings.max_hours_per_tick} per tick")
     return requests, new_cursor, notes
+
+
+def later_hours_reading() -> int:
+    """How many hours after an hour read it: the longest lookback of any check (the registry's defaults), whole
+    hours, plus the hour before it (a lookback starts inside an hour; busy_not_progressing also reads the hour
+    before its lookback for a long stall's onset)."""
+    seconds = max(signal.thresholds.get(name, 0) * unit for signal in REGISTRY for name, unit in LOOKBACK_UNITS.items())
+    return math.ceil(seconds / 3600) + 1
+
+
+def lookback_refresh(pending: dict[str, list], requests: list, changed: dict, hours: dict[str, dict[str, int]],
+                     in_flight: set[str], current: str) -> tuple[list, dict[str, list]]:
+    """Hours to detect again because an earlier hour that their checks read (the lookback) received data after
+    they were detected: late lines of a past hour (an agent that flushes after a network outage) would otherwise
+    leave the later hours' findings as they were judged without them (a stall "seen" where the data had only not
+    yet arrived). Returns (requests, the refreshes still waiting, for the cursor: later hour -> [[earlier hour,
+    its data version], ...]). A refresh waits until no earlier hour it follows and not itself is in flight, so it
+    reads what they wrote; it is dropped when the hour's own new data is requested by then (that run reads them).
+    Only hours already detected with their current data (none of their files changed) are refreshed: an import of
+    many hours detects each for its own data."""
+    requested = {request[0] for request in requests}
+    due, waiting = [], {}
+    for key, origins in sorted(pending.items()):
+        if key in in_flight or any(origin in in_flight or origin in requested for origin, _version in origins):
+            waiting[key] = origins
+        elif key not in requested and key in hours:
+            origin, origin_version = max(origins)
+            due.append((key, f"{raw_watch.version(hours[key])}+after-{origin}@{origin_version}", hours[key], sorted(hours[key])))
+    later = later_hours_reading()
+    for key, version, _files, _changed in requests:
+        start = datetime.strptime(key, HOUR_KEY)
+        for step in range(1, later + 1):
+            after = (start + timedelta(hours=step)).strftime(HOUR_KEY)
+            if after > current:
+                break
+            if after in hours and after not in changed and [key, version] not in waiting.get(after, []):
+                waiting.setdefault(after, []).append([key, version])
+    return due, waiting
 
 
 def detect_requests(instance: dg.DagsterInstance | None, cursor: dict, warehouse: WarehouseResource,
