@@ -85,7 +85,9 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
     full_due = now.timestamp() - cursor.get("full_at", 0) >= settings.full_scan_hours * 3600
     days = raw_watch.day_folders(root)
     recent = set(raw_watch.recent_days(days, now, settings.recent_days))
-    to_scan = sorted(days) if full_due else sorted(recent | {d for d, m in days.items() if days_seen.get(d) != m})
+    waiting_days = {key[:10] for key in cursor.get("refresh", {})}   # the hours a refresh waits for are read again
+    to_scan = sorted(days) if full_due else sorted(recent | {d for d, m in days.items()
+                                                             if days_seen.get(d) != m or d.split("/", 1)[1] in waiting_days})
     scanned = raw_watch.scan_days(root, to_scan)
     hours = raw_watch.by_hour(scanned)
     notes: list[str] = []
@@ -153,8 +155,8 @@ def lookback_refresh(pending: dict[str, list], requests: list, changed: dict, ho
     yet arrived). Returns (requests, the refreshes still waiting, for the cursor: later hour -> [[earlier hour,
     its data version], ...]). A refresh waits until no earlier hour it follows and not itself is in flight, so it
     reads what they wrote; it is dropped when the hour's own new data is requested by then (that run reads them).
-    Only hours already detected with their current data (none of their files changed) are refreshed: an import of
-    many hours detects each for its own data."""
+    Only hours already detected with their current data (none of their files changed) and read this tick (the
+    recent days, or the day of the late file) are refreshed: an import of many hours detects each for its own data."""
     requested = {request[0] for request in requests}
     due, waiting = [], {}
     for key, origins in sorted(pending.items()):
