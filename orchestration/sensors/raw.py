@@ -23,6 +23,7 @@ the hour (orchestration/sensors/shards.py).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -85,7 +86,8 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
     full_due = now.timestamp() - cursor.get("full_at", 0) >= settings.full_scan_hours * 3600
     days = raw_watch.day_folders(root)
     recent = set(raw_watch.recent_days(days, now, settings.recent_days))
-    waiting_days = {key[:10] for key in cursor.get("refresh", {})}   # the hours a refresh waits for are read again
+    # the days of the hours a refresh waits for are read again
+    waiting_days = {datetime.strptime(key, HOUR_KEY).strftime("%Y-%m-%d") for key in cursor.get("refresh", {})}
     to_scan = sorted(days) if full_due else sorted(recent | {d for d, m in days.items()
                                                              if days_seen.get(d) != m or d.split("/", 1)[1] in waiting_days})
     scanned = raw_watch.scan_days(root, to_scan)
@@ -139,6 +141,7 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
     return requests, new_cursor, notes
 
 
+@functools.cache
 def later_hours_reading() -> int:
     """How many hours after an hour read it: the longest lookback of any check (the registry's defaults), whole
     hours, plus the hour before it (a lookback starts inside an hour; busy_not_progressing also reads the hour
