@@ -49,7 +49,10 @@ def test_sensor_requests_changed_hours_only(small_home, resources, instance):
     assert "goodput_service" in [s.name for s in build_definitions(small_home).sensors]   # runs raw_zone_detect's plan
     # Nothing processed yet: both hours of raw data are new, oldest first.
     requests, cursor = tick(instance, resources)
-    assert [r.partition_key for r in requests] == [HOUR0, HOUR1]
+    assert [r.partition_key for r in requests] == [HOUR0, HOUR1]   # hour 1 is in progress: never held back
+    # Hour 1 ran beside hour 0, whose new data its checks read: once more after hour 0's run (none is in flight here).
+    refresh, cursor = tick(instance, resources, cursor)
+    assert [r.partition_key for r in refresh] == [HOUR1] and f"+after-{HOUR0}@" in refresh[0].run_key
     # Unchanged raw zone: nothing.
     assert tick(instance, resources, cursor)[0] == []
     # Lines appended to one file of hour 1: exactly hour 1, under a new data version.
@@ -75,7 +78,8 @@ def test_a_warehouse_left_without_tables_by_a_killed_first_run_is_taken_as_empty
     assert [r.partition_key for r in requests] == [HOUR0, HOUR1]
     ingest(small_home, HOUR0, instance)
     assert steps(small_home)[0] > 0
-    assert tick(instance, resources, cursor)[0] == []
+    # no new data: only hour 1 once more, after hour 0 (it ran beside it)
+    assert ["+after-" in r.run_key for r in tick(instance, resources, cursor)[0]] == [True]
 
 
 def test_first_tick_takes_the_ingest_log_as_the_record(small_home, resources, instance):
@@ -208,16 +212,133 @@ def test_a_past_hour_s_late_data_detects_the_hours_after_it_again_once_its_run_i
     assert tick(instance, resources, cursor)[0] == []
 
 
-def test_hours_with_new_data_of_their_own_are_not_detected_twice_for_an_earlier_hour(small_home, resources, instance):
-    """An import (every hour new) or hour 1 growing beside hour 0: each hour's own run reads what came before it."""
+def test_past_hours_with_new_data_are_requested_one_after_the_hour_they_read(small_home, resources, instance, monkeypatch):
+    """An import (every hour new) or late lines of two past hours: hour 1's checks read hour 0, so its run waits
+    for hour 0's (never beside it, where it could read hour 0 before its new lines are written), and each hour's
+    own run reads what came before it: nothing is detected twice."""
+    monkeypatch.setattr(sensors_raw, "utcnow", lambda: NOW + timedelta(hours=1))   # both hours past
+    held = _hold_back_half_of(small_home, "2026-11-30/00") | _hold_back_half_of(small_home, "2026-11-30/01")
+    requests, cursor = tick(instance, resources)
+    assert [r.partition_key for r in requests] == [HOUR0]
+    in_flight = add_run(instance, HOUR0)
+    assert tick(instance, resources, cursor)[0] == []   # hour 0's run is in flight: hour 1 waits
+    instance.delete_run(in_flight)   # done
+    requests, cursor = tick(instance, resources, cursor)
+    assert [r.partition_key for r in requests] == [HOUR1]
+    _land(held)
+    requests, cursor = tick(instance, resources, cursor)
+    assert [r.partition_key for r in requests] == [HOUR0]
+    requests, cursor = tick(instance, resources, cursor)
+    assert [r.partition_key for r in requests] == [HOUR1] and "+after-" not in requests[0].run_key
+    assert json.loads(cursor)["refresh"] == {}
+    assert tick(instance, resources, cursor)[0] == []
+
+
+def test_a_backfill_in_flight_holds_back_no_later_hour(small_home, resources, instance, monkeypatch):
+    """A run of hour 0 that reads no new raw data (a backfill, a materialization from the UI) does not hold back
+    hour 1's new data."""
+    monkeypatch.setattr(sensors_raw, "utcnow", lambda: NOW + timedelta(hours=1))
+    ingest(small_home, HOUR0, instance)
+    add_run(instance, HOUR0, version=None)
+    assert [r.partition_key for r in tick(instance, resources)[0]] == [HOUR1]
+
+
+def test_the_hour_in_progress_runs_beside_an_earlier_hour_and_once_more_after_it(small_home, resources, instance):
+    """The hour in progress is never held back (its first minutes are live): requested beside hour 0's new lines,
+    it is detected once more when hour 0's run is done, unless its own next data is requested first."""
     held = _hold_back_half_of(small_home, "2026-11-30/00") | _hold_back_half_of(small_home, "2026-11-30/01")
     requests, cursor = tick(instance, resources)
     assert [r.partition_key for r in requests] == [HOUR0, HOUR1]
-    _land(held)
+    in_flight = add_run(instance, HOUR0)
+    assert tick(instance, resources, cursor)[0] == []   # the refresh waits for hour 0's run
+    _land({path: rest for path, rest in held.items() if "/01/" in str(path)})   # hour 1's next lines
     requests, cursor = tick(instance, resources, cursor)
-    assert [r.partition_key for r in requests] == [HOUR0, HOUR1]
+    assert [r.partition_key for r in requests] == [HOUR1]   # its own data, beside hour 0's run still
+    instance.delete_run(in_flight)
+    requests, cursor = tick(instance, resources, cursor)
+    assert [r.partition_key for r in requests] == [HOUR1] and f"+after-{HOUR0}@" in requests[0].run_key
     assert json.loads(cursor)["refresh"] == {}
     assert tick(instance, resources, cursor)[0] == []
+    # hour 0 and hour 1 new again; hour 1's own data comes again before hour 0's run is done: no refresh
+    _land({path: rest for path, rest in held.items() if "/00/" in str(path)})
+    append(sorted((small_home / "raw" / "training_steps" / "2026-11-30" / "01").glob("*.jsonl"))[0],
+           [{"time": "2026-11-30T01:59:58Z", "run_id": "late-run", "rank": 0, "step": 1}])
+    requests, cursor = tick(instance, resources, cursor)
+    assert [r.partition_key for r in requests] == [HOUR0, HOUR1]
+    append(sorted((small_home / "raw" / "training_steps" / "2026-11-30" / "01").glob("*.jsonl"))[0],
+           [{"time": "2026-11-30T01:59:59Z", "run_id": "late-run", "rank": 0, "step": 2}])
+    requests, cursor = tick(instance, resources, cursor)   # hour 0's run done by now
+    assert [r.partition_key for r in requests] == [HOUR1] and "+after-" not in requests[0].run_key
+    assert json.loads(cursor)["refresh"] == {}
+
+
+def test_an_hour_added_to_an_old_day_refreshes_the_next_day_s_hours_it_is_read_by(small_home, resources, instance,
+                                                                                    monkeypatch):
+    """Days older than `recent_days` are listed only when an hour folder appears in them. Logs of 23:00 imported
+    into such a day are read by the next day's first hours (their lookback), whose day is not listed at that
+    tick: they are detected again once 23:00's run is done, one after the other (each reads the one before)."""
+    for source in (small_home / "raw").iterdir():   # hour 1 becomes the next day's 00:00
+        (source / "2026-12-01").mkdir()
+        (source / "2026-11-30" / "01").rename(source / "2026-12-01" / "00")
+    next_day = "2026-12-01-00:00"
+    ingest(small_home, HOUR0, instance)
+    ingest(small_home, next_day, instance)
+    monkeypatch.setattr(sensors_raw, "utcnow", lambda: datetime(2026, 12, 10, 12, tzinfo=timezone.utc))   # both days old
+    requests, cursor = tick(instance, resources)
+    assert requests == []   # the ingest log vouches for every file
+    late = "2026-11-30-23:00"
+    for source in (small_home / "raw").iterdir():
+        (source / "2026-11-30" / "23").mkdir()
+        for path in (source / "2026-11-30" / "00").iterdir():
+            (source / "2026-11-30" / "23" / path.name).write_bytes(path.read_bytes())
+    requests, cursor = tick(instance, resources, cursor)
+    assert [r.partition_key for r in requests] == [late]
+    # the next day is not listed at this tick: its hours within the lookback wait (those it lacks are dropped)
+    assert next_day in json.loads(cursor)["refresh"]
+    requests, cursor = tick(instance, resources, cursor)   # 23:00's run is done: the next day is listed again
+    assert [r.partition_key for r in requests] == [next_day] and f"+after-{late}@" in requests[0].run_key
+    assert json.loads(cursor)["refresh"] == {}
+    assert tick(instance, resources, cursor)[0] == []
+
+
+def test_an_old_hour_whose_run_failed_is_not_asked_again_nor_holds_back_the_hour_after_it(small_home, resources,
+                                                                                          instance, monkeypatch):
+    """Old days' files are checked against the ingest log, which a failed run leaves without them. Dagster
+    launches a run key once, so asking again would launch nothing (the service sensor redoes failed runs): the
+    hour is not asked again while its data stays as it was, and hour 1, which waited for hour 0's run, goes on."""
+    clock = [datetime(2026, 12, 10, 12, tzinfo=timezone.utc)]   # both hours' day is old
+    monkeypatch.setattr(sensors_raw, "utcnow", lambda: clock[0])
+    requests, cursor = tick(instance, resources)
+    assert [r.partition_key for r in requests] == [HOUR0]
+    requests, cursor = tick(instance, resources, cursor)   # hour 0's run is done (failed: nothing ingested)
+    assert [r.partition_key for r in requests] == [HOUR1]
+    assert tick(instance, resources, cursor)[0] == []
+    clock[0] += timedelta(days=1)   # the daily full scan
+    requests, cursor = tick(instance, resources, cursor)
+    assert requests == [] and json.loads(cursor)["full_at"] == clock[0].timestamp()
+    append(sorted((small_home / "raw" / "training_steps" / "2026-11-30" / "00").glob("*.jsonl"))[0],
+           [{"time": "2026-11-30T00:59:59Z", "run_id": "late-run", "rank": 0, "step": 1}])
+    clock[0] += timedelta(days=1)
+    requests, cursor = tick(instance, resources, cursor)   # new data: a new run key
+    assert [r.partition_key for r in requests] == [HOUR0]
+
+
+def test_a_site_s_longer_lookback_widens_the_hours_refreshed_after_late_data(small_home):
+    """thresholds.yaml setting a check's lookback to 8 hours: hours up to 9 after a late one read it."""
+    default = sensors_raw.hours_reading(small_home)
+    (small_home / "thresholds.yaml").write_text("busy_not_progressing:\n  lookback_minutes: 480\n")
+    assert default < 9 == sensors_raw.hours_reading(small_home)
+    (small_home / "thresholds.yaml").write_text("busy_not_progressing: [not a mapping]\n")
+    assert sensors_raw.hours_reading(small_home) == default   # the checks' own steps report a bad file
+
+
+def add_run(instance, partition: str, version: str | None = "v") -> str:
+    """A detect run of `partition` in flight, as the daemon creates it from the sensor's request (`version`: the
+    data version tag; None: a backfill's run)."""
+    run = dg.DagsterRun(job_name="detect", run_id=f"run-{partition}-{version}", status=dg.DagsterRunStatus.STARTED,
+                        tags={sensors_raw.PARTITION_TAG: partition, **({VERSION_TAG: version} if version else {})})
+    instance.add_run(run)
+    return run.run_id
 
 
 def test_late_data_of_a_past_hour_ends_with_the_incidents_of_data_that_arrived_in_order(small_home, tmp_path):
@@ -251,7 +372,8 @@ def test_late_data_of_a_past_hour_ends_with_the_incidents_of_data_that_arrived_i
         cursor = drain(None)
         _land(held)
         drain(cursor)
-    assert seen == [HOUR0, HOUR1, HOUR0, HOUR1]
+    # hour 1 (in progress) once more after hour 0 (here they ran one after the other), then the late half
+    assert seen == [HOUR0, HOUR1, HOUR1, HOUR0, HOUR1]
     # without the refresh: hour 0 complete, hour 1 as judged without hour 0's second half
     assert folded[-2] != incidents_of(reference)
     assert folded[-1] == incidents_of(reference)

@@ -4,7 +4,7 @@ detect run is folded once, a backfill once when it is done; a failed one is aler
 
 import json
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import dagster as dg
 import pytest
@@ -40,11 +40,23 @@ def add_run(instance, job: str, status: dg.DagsterRunStatus, partition: str = "2
     return run_id
 
 
+def settled(sensor, instance) -> str:
+    """The cursor once the home's raw data was all requested (its two hours: one after the other, the later
+    reads the earlier)."""
+    cursor, requested = None, True
+    while requested:
+        requests, _skip, cursor = tick(sensor, instance, cursor)
+        requested = any(r.job_name == "detect" for r in requests)
+    return cursor
+
+
 def test_idle_ticks_request_nothing_and_new_data_one_run_per_hour(sensor, instance, small_home, monkeypatch):
-    monkeypatch.setattr(sensors_raw, "utcnow", lambda: NOW)
+    monkeypatch.setattr(sensors_raw, "utcnow", lambda: NOW + timedelta(hours=1))   # both hours past
     requests, _skip, cursor = tick(sensor, instance, None)
-    assert sorted(r.partition_key for r in requests) == ["2026-11-30-00:00", "2026-11-30-01:00"]
-    assert {r.job_name for r in requests} == {"detect"}
+    assert [(r.job_name, r.partition_key) for r in requests] == [("detect", "2026-11-30-00:00")]
+    # hour 1's checks read hour 0: it waits for hour 0's run (here none is in flight: done)
+    requests, _skip, cursor = tick(sensor, instance, cursor)
+    assert [(r.job_name, r.partition_key) for r in requests] == [("detect", "2026-11-30-01:00")]
     for _ in range(2):   # nothing changed: no request, and the alert pass is not run
         requests, skip, cursor = tick(sensor, instance, cursor)
         assert requests == [] and skip.startswith("nothing changed"), skip
@@ -57,7 +69,7 @@ def test_idle_ticks_request_nothing_and_new_data_one_run_per_hour(sensor, instan
 
 
 def test_a_detect_run_is_folded_once_and_a_failed_one_alerted_once_and_redone(sensor, instance, small_home):
-    _requests, _skip, cursor = tick(sensor, instance, None)   # the first tick marks "from now on"
+    cursor = settled(sensor, instance)   # the first ticks mark "from now on"
     ok = add_run(instance, "detect", dg.DagsterRunStatus.SUCCESS)
     requests, _skip, cursor = tick(sensor, instance, cursor)
     assert [(r.job_name, r.run_key) for r in requests] == [("fold_incidents", f"after-{ok}")]
@@ -82,7 +94,7 @@ def test_a_backfill_is_folded_once_when_it_is_done_not_at_each_of_its_runs(senso
     from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
     from dagster._core.storage.tags import BACKFILL_ID_TAG
 
-    _requests, _skip, cursor = tick(sensor, instance, None)
+    cursor = settled(sensor, instance)
     backfill = PartitionBackfill("history", BulkActionStatus.REQUESTED, from_failure=False, tags={}, backfill_timestamp=0.0)
     instance.add_backfill(backfill)
     for hour in ("2026-11-29-10:00", "2026-11-29-11:00"):

@@ -12,9 +12,11 @@ launches it once.
 At most one detect run per partition is queued or running: an hour whose run is still in flight is
 not requested (and its cursor not advanced), so its newer data is requested at the first tick
 after that run ends, never beside it (the instance's run queue also limits `dagster/partition` to
-one, docs/service.md). Many hours at once (an import): oldest first, `max_hours_per_tick` per tick.
-When a past hour receives data after the hours that follow it were detected, those within the
-checks' longest lookback are detected again once its run is done (`lookback_refresh`).
+one, docs/service.md). Many hours at once (an import): oldest first, `max_hours_per_tick` per tick,
+and a past hour whose checks read an earlier hour with new data waits for that hour's run (the hour
+in progress never waits: it is detected once more after it). When a past hour receives data after
+the hours that follow it were detected, those within the checks' longest lookback are detected
+again once its run is done, one after another (`lookback_refresh`).
 An idle raw zone costs one listing of a few days' folders per tick and launches nothing.
 
 With shards configured, an hour's changed files are asked of the shards they belong to first, then of
@@ -36,13 +38,15 @@ import duckdb
 import checks.signals  # noqa: F401  (registers the signals: their lookbacks)
 from checks.registry import REGISTRY
 from orchestration.config.service_config import load_service_settings
+from orchestration.config.thresholds import ThresholdsResource
 from orchestration.jobs import detect_job
 from orchestration.partitions import HOUR_KEY, hourly
 from orchestration.sensors import shards as sensors_shards
 from orchestration.shards import configured
 from orchestration.storage import raw_watch, sql
-from orchestration.storage.raw_zone import RawZoneResource
+from orchestration.storage.raw_zone import VERSION_TAG, RawZoneResource
 from orchestration.storage.warehouse import WarehouseBusy, WarehouseMissing, WarehouseResource
+from sources.config_file import ConfigError
 
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
              dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
@@ -55,12 +59,14 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def partitions_in_flight(instance: dg.DagsterInstance | None) -> set[str]:
-    """Partitions with a detect run queued or running."""
+def partitions_in_flight(instance: dg.DagsterInstance | None) -> tuple[set[str], dict[str, str]]:
+    """(partitions with a detect run queued or running, those of them whose run reads new raw data -> its data
+    version: requested by this sensor, not a backfill or the UI)."""
     if instance is None:
-        return set()
+        return set(), {}
     runs = instance.get_run_records(dg.RunsFilter(job_name=detect_job.name, statuses=IN_FLIGHT), limit=1000)
-    return {r.dagster_run.tags.get(PARTITION_TAG) for r in runs} - {None}
+    tags = [r.dagster_run.tags for r in runs if r.dagster_run.tags.get(PARTITION_TAG)]
+    return {t[PARTITION_TAG] for t in tags}, {t[PARTITION_TAG]: t[VERSION_TAG] for t in tags if VERSION_TAG in t}
 
 
 def ingested_sizes(warehouse: WarehouseResource, keys: set[str]) -> dict[str, int]:
@@ -79,8 +85,12 @@ def ingested_sizes(warehouse: WarehouseResource, keys: set[str]) -> dict[str, in
 
 
 def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: WarehouseResource | None,
-         in_flight: set[str], first_key: str) -> tuple[list[tuple[str, str, dict[str, int], list[str]]], dict, list[str]]:
-    """(requests [(partition key, data version, files, the files that changed)], the new cursor, notes) for one tick."""
+         in_flight: set[str], first_key: str, fresh: dict[str, str] | None = None,
+         reach: int = 0) -> tuple[list[tuple[str, str, dict[str, int], list[str]]], dict, list[str]]:
+    """(requests [(partition key, data version, files, the files that changed)], the new cursor, notes) for one tick.
+    `fresh`: the hours in flight whose runs read new raw data -> its version; `reach`: how many hours after an hour read it
+    (`hours_reading`). A past hour that reads an hour with new data waiting (requested this tick, or in
+    `fresh`) waits for that hour's run (`waits_for_earlier`)."""
     files: dict[str, int] = dict(cursor.get("files", {}))
     days_seen: dict[str, int] = dict(cursor.get("days", {}))
     full_due = now.timestamp() - cursor.get("full_at", 0) >= settings.full_scan_hours * 3600
@@ -109,17 +119,29 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
                   and raw_watch.hour_key(r) not in changed})
     current = now.strftime(HOUR_KEY)
     requests, deferred = [], set()
+    pending = dict(fresh or {})   # hours whose new data is not yet in the warehouse -> its version
+    asked = {}   # hours requested at an earlier tick with the data they still have -> its version
     for key in sorted(changed):
+        if cursor.get("asked", {}).get(key) == raw_watch.version(hours[key]) and key not in in_flight:
+            # Dagster launches a run key once: that run is done and left the hour as it was (it failed; the
+            # service sensor redoes it), so it is not asked again, and the hours after it do not wait for it
+            asked[key] = raw_watch.version(hours[key])
+            continue
         if key > current or key < first_key:
             notes.append(f"{key} is outside the partitions ({first_key} .. {current})"
                          + (": set partitions.start in service.yaml and restart the UI" if key < first_key else ""))
             deferred.add(key)
             continue
-        if key in in_flight or len(requests) >= settings.max_hours_per_tick:
+        if (key in in_flight or len(requests) >= settings.max_hours_per_tick
+                or (key != current and waits_for_earlier(key, pending, reach))):
             deferred.add(key)
+            pending[key] = raw_watch.version(hours[key])
             continue
         requests.append((key, raw_watch.version(hours[key]), hours[key], changed[key]))
-    refreshed, refresh = lookback_refresh(cursor.get("refresh", {}), requests, changed, hours, in_flight, current)
+        pending[key] = asked[key] = requests[-1][1]
+    unscanned = {d.split("/", 1)[1] for d in days} - {d.split("/", 1)[1] for d in to_scan}
+    refreshed, refresh = lookback_refresh(cursor.get("refresh", {}), requests, changed, hours, in_flight, current,
+                                          pending, reach, unscanned)
     requests += refreshed
     for _key, _version, hour_files, _changed in requests:
         for relative, size in hour_files.items():
@@ -135,47 +157,87 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
         "days": {d: m for d, m in days_seen.items() if d in days},
         "full_at": now.timestamp() if full_due and not deferred else cursor.get("full_at", 0),
         "refresh": refresh,
+        "asked": asked,
     }
     if deferred:
         notes.append(f"{len(deferred)} hour(s) wait: a run in flight, or over {settings.max_hours_per_tick} per tick")
     return requests, new_cursor, notes
 
 
+def hours_reading(home: Path) -> int:
+    """How many hours after an hour read it: the longest lookback of any check (the registry's defaults with the
+    home's thresholds.yaml over them), whole hours, plus the hour before it (a lookback starts inside an hour;
+    busy_not_progressing also reads the hour before its lookback for a long stall's onset). A thresholds file
+    that does not validate counts as absent here: the checks' own steps report it."""
+    try:
+        overrides = ThresholdsResource(path=str(home / "thresholds.yaml")).overrides()
+    except ConfigError:
+        overrides = {}
+    return _hours_reading(tuple(sorted((name, tuple(sorted(o.items()))) for name, o in overrides.items())))
+
+
 @functools.cache
-def later_hours_reading() -> int:
-    """How many hours after an hour read it: the longest lookback of any check (the registry's defaults), whole
-    hours, plus the hour before it (a lookback starts inside an hour; busy_not_progressing also reads the hour
-    before its lookback for a long stall's onset)."""
-    seconds = max(signal.thresholds.get(name, 0) * unit for signal in REGISTRY for name, unit in LOOKBACK_UNITS.items())
+def _hours_reading(overrides: tuple) -> int:
+    """`hours_reading` for one set of overrides (the registry does not change in a running process)."""
+    chosen = dict(overrides)
+    seconds = max(float({**signal.thresholds, **dict(chosen.get(signal.name, ()))}.get(name, 0)) * unit
+                  for signal in REGISTRY for name, unit in LOOKBACK_UNITS.items())
     return math.ceil(seconds / 3600) + 1
 
 
+def earlier_within(key: str, hours, reach: int) -> list[str]:
+    """The hours of `hours` (partition keys) in the `reach` hours before `key`: those whose rows `key`'s checks read."""
+    start = datetime.strptime(key, HOUR_KEY)
+    first = (start - timedelta(hours=reach)).strftime(HOUR_KEY)
+    return sorted(h for h in hours if first <= h < key)
+
+
+def waits_for_earlier(key: str, pending, reach: int) -> bool:
+    """Whether `key` reads an hour whose new data is not yet in the warehouse (`pending`)."""
+    return bool(earlier_within(key, pending, reach))
+
+
 def lookback_refresh(pending: dict[str, list], requests: list, changed: dict, hours: dict[str, dict[str, int]],
-                     in_flight: set[str], current: str) -> tuple[list, dict[str, list]]:
+                     in_flight: set[str], current: str, unsettled: dict[str, str], reach: int,
+                     unscanned_days: set[str] = frozenset()) -> tuple[list, dict[str, list]]:
     """Hours to detect again because an earlier hour that their checks read (the lookback) received data after
     they were detected: late lines of a past hour (an agent that flushes after a network outage) would otherwise
     leave the later hours' findings as they were judged without them (a stall "seen" where the data had only not
     yet arrived). Returns (requests, the refreshes still waiting, for the cursor: later hour -> [[earlier hour,
-    its data version], ...]). A refresh waits until no earlier hour it follows and not itself is in flight, so it
-    reads what they wrote; it is dropped when the hour's own new data is requested by then (that run reads them).
-    Only hours already detected with their current data (none of their files changed) and read this tick (the
-    recent days, or the day of the late file) are refreshed: an import of many hours detects each for its own data."""
+    its data version], ...]). A refresh waits until no earlier hour it follows and not itself is in flight, and
+    no hour it reads has new data waiting (`unsettled`: hour -> data version, those requested this tick among
+    them), so it reads what they wrote; refreshes of hours that read each other run one after another. It is
+    dropped when the hour's own new data is requested by then (that run reads them). Hours already detected with
+    their current data (none of their files changed) are refreshed, in the days read this tick or in a day not
+    read (`unscanned_days`, YYYY-MM-DD: the next day of a late file in an old day; its hours are read at the
+    next tick). The hour in progress, requested beside an earlier hour with new data (it is never held back:
+    the first minutes of an hour are live), is refreshed once that hour's run is done unless its own next data
+    comes first. An import of many hours detects each for its own data, one after another."""
     requested = {request[0] for request in requests}
-    due, waiting = [], {}
+    due, waiting, settling = [], {}, dict(unsettled)
     for key, origins in sorted(pending.items()):
-        if key in in_flight or any(origin in in_flight or origin in requested for origin, _version in origins):
+        if key not in hours:   # its day is read at every tick a refresh waits: an hour it does not have
+            continue
+        if (key in in_flight or any(origin in in_flight or origin in requested for origin, _version in origins)
+                or waits_for_earlier(key, settling, reach)):
             waiting[key] = origins
-        elif key not in requested and key in hours:
+        elif key not in requested:
             origin, origin_version = max(origins)
-            due.append((key, f"{raw_watch.version(hours[key])}+after-{origin}@{origin_version}", hours[key], sorted(hours[key])))
-    later = later_hours_reading()
+            version = raw_watch.version(hours[key])
+            due.append((key, f"{version}+after-{origin}@{origin_version}", hours[key], sorted(hours[key])))
+            settling[key] = version
     for key, version, _files, _changed in requests:
+        if key == current:   # requested beside the earlier hours it reads: once more after them
+            for earlier in earlier_within(key, unsettled, reach):
+                if [earlier, unsettled[earlier]] not in waiting.get(key, []):
+                    waiting.setdefault(key, []).append([earlier, unsettled[earlier]])
         start = datetime.strptime(key, HOUR_KEY)
-        for step in range(1, later + 1):
+        for step in range(1, reach + 1):
             after = (start + timedelta(hours=step)).strftime(HOUR_KEY)
             if after > current:
                 break
-            if after in hours and after not in changed and [key, version] not in waiting.get(after, []):
+            readable = (after in hours and after not in changed) or after[:10] in unscanned_days
+            if readable and [key, version] not in waiting.get(after, []):
                 waiting.setdefault(after, []).append([key, version])
     return due, waiting
 
@@ -186,14 +248,18 @@ def detect_requests(instance: dg.DagsterInstance | None, cursor: dict, warehouse
     settings = load_service_settings(root.parent).raw_sensor
     shards = configured(root.parent)
     if not shards:
-        requests, new_cursor, notes = plan(root, cursor, utcnow(), settings, warehouse, partitions_in_flight(instance),
-                                           hourly.start.strftime(HOUR_KEY))
+        in_flight, fresh = partitions_in_flight(instance)
+        requests, new_cursor, notes = plan(root, cursor, utcnow(), settings, warehouse, in_flight,
+                                           hourly.start.strftime(HOUR_KEY), fresh, hours_reading(root.parent))
         return ([sensors_shards.detect_request(key, data_version) for key, data_version, _files, _changed in requests],
                 new_cursor, notes)
     waiting = dict(cursor.get("after_shards", {}))   # hours whose `detect` waits for their shard runs
     shard_busy = sensors_shards.shard_hours_in_flight(instance, IN_FLIGHT)
-    busy = partitions_in_flight(instance) | shard_busy | set(waiting)
-    planned, new_cursor, notes = plan(root, cursor, utcnow(), settings, warehouse, busy, hourly.start.strftime(HOUR_KEY))
+    in_flight, fresh = partitions_in_flight(instance)
+    # an hour whose shard runs are in flight or whose `detect` waits for them has new data not yet all written
+    unsettled = {**{hour: "shards" for hour in shard_busy}, **waiting, **fresh}
+    planned, new_cursor, notes = plan(root, cursor, utcnow(), settings, warehouse, in_flight | shard_busy | set(waiting),
+                                      hourly.start.strftime(HOUR_KEY), unsettled, hours_reading(root.parent))
     requests, new_cursor["after_shards"] = sensors_shards.requests(planned, shards, waiting, shard_busy)
     return requests, new_cursor, notes
 

@@ -171,7 +171,7 @@ def service_sensor(resources: dict, interval_seconds: int = INTERVAL_S, detect_j
                     queue_redo(state, run)
         requests += backfill_folds(instance, state, runs)
         if state.get("redo"):
-            requests += redo_requests(state, {r.partition_key for r in requests}, sensors_raw.partitions_in_flight(instance))
+            requests += redo_requests(state, {r.partition_key for r in requests}, sensors_raw.partitions_in_flight(instance)[0])
         alerts = state.setdefault("alerts", {})
         if (failed or folded or alert_inputs(warehouse, alerting) != state.get("alert_inputs") or not alerts.get("settled")
                 or not state.get("monitor_settled")):
