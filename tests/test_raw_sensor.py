@@ -221,7 +221,8 @@ def test_past_hours_with_new_data_are_requested_one_after_the_hour_they_read(sma
     requests, cursor = tick(instance, resources)
     assert [r.partition_key for r in requests] == [HOUR0]
     in_flight = add_run(instance, HOUR0)
-    assert tick(instance, resources, cursor)[0] == []   # hour 0's run is in flight: hour 1 waits
+    requests, cursor = tick(instance, resources, cursor)
+    assert requests == []   # hour 0's run is in flight: hour 1 waits
     instance.delete_run(in_flight)   # done
     requests, cursor = tick(instance, resources, cursor)
     assert [r.partition_key for r in requests] == [HOUR1]
@@ -250,7 +251,8 @@ def test_the_hour_in_progress_runs_beside_an_earlier_hour_and_once_more_after_it
     requests, cursor = tick(instance, resources)
     assert [r.partition_key for r in requests] == [HOUR0, HOUR1]
     in_flight = add_run(instance, HOUR0)
-    assert tick(instance, resources, cursor)[0] == []   # the refresh waits for hour 0's run
+    requests, cursor = tick(instance, resources, cursor)
+    assert requests == []   # the refresh waits for hour 0's run
     _land({path: rest for path, rest in held.items() if "/01/" in str(path)})   # hour 1's next lines
     requests, cursor = tick(instance, resources, cursor)
     assert [r.partition_key for r in requests] == [HOUR1]   # its own data, beside hour 0's run still
@@ -310,7 +312,11 @@ def test_an_old_hour_whose_run_failed_is_not_asked_again_nor_holds_back_the_hour
     monkeypatch.setattr(sensors_raw, "utcnow", lambda: clock[0])
     requests, cursor = tick(instance, resources)
     assert [r.partition_key for r in requests] == [HOUR0]
-    requests, cursor = tick(instance, resources, cursor)   # hour 0's run is done (failed: nothing ingested)
+    run = add_run(instance, HOUR0)
+    requests, cursor = tick(instance, resources, cursor)
+    assert requests == []   # hour 1 waits for hour 0's run
+    instance.delete_run(run)   # done (failed: nothing ingested)
+    requests, cursor = tick(instance, resources, cursor)
     assert [r.partition_key for r in requests] == [HOUR1]
     assert tick(instance, resources, cursor)[0] == []
     clock[0] += timedelta(days=1)   # the daily full scan

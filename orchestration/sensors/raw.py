@@ -122,11 +122,12 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
     pending = dict(fresh or {})   # hours whose new data is not yet in the warehouse -> its version
     asked = {}   # hours requested at an earlier tick with the data they still have -> its version
     for key in sorted(changed):
-        if cursor.get("asked", {}).get(key) == raw_watch.version(hours[key]) and key not in in_flight:
-            # Dagster launches a run key once: that run is done and left the hour as it was (it failed; the
-            # service sensor redoes it), so it is not asked again, and the hours after it do not wait for it
+        if cursor.get("asked", {}).get(key) == raw_watch.version(hours[key]):
             asked[key] = raw_watch.version(hours[key])
-            continue
+            if key not in in_flight:
+                # Dagster launches a run key once: that run is done and left the hour as it was (it failed; the
+                # service sensor redoes it), so it is not asked again, and the hours after it do not wait for it
+                continue
         if key > current or key < first_key:
             notes.append(f"{key} is outside the partitions ({first_key} .. {current})"
                          + (": set partitions.start in service.yaml and restart the UI" if key < first_key else ""))
