@@ -120,7 +120,9 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
     current = now.strftime(HOUR_KEY)
     requests, deferred = [], set()
     pending = dict(fresh or {})   # hours whose new data is not yet in the warehouse -> its version
-    asked = {}   # hours requested at an earlier tick with the data they still have -> its version
+    unscanned = {d.split("/", 1)[1] for d in days} - {d.split("/", 1)[1] for d in to_scan}
+    # hours requested at an earlier tick with the data they still have -> its version (kept for days not read)
+    asked = {key: version for key, version in cursor.get("asked", {}).items() if key[:10] in unscanned}
     for key in sorted(changed):
         if cursor.get("asked", {}).get(key) == raw_watch.version(hours[key]):
             asked[key] = raw_watch.version(hours[key])
@@ -140,7 +142,6 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
             continue
         requests.append((key, raw_watch.version(hours[key]), hours[key], changed[key]))
         pending[key] = asked[key] = requests[-1][1]
-    unscanned = {d.split("/", 1)[1] for d in days} - {d.split("/", 1)[1] for d in to_scan}
     refreshed, refresh = lookback_refresh(cursor.get("refresh", {}), requests, changed, hours, in_flight, current,
                                           pending, reach, unscanned)
     requests += refreshed
