@@ -3,6 +3,7 @@ otherwise; one run per partition at a time; repeated ticks (a daemon restarted w
 ask for the same run keys, and the late file of an old hour is ingested once."""
 
 import json
+import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -303,6 +304,28 @@ def test_an_hour_added_to_an_old_day_refreshes_the_next_day_s_hours_it_is_read_b
     assert tick(instance, resources, cursor)[0] == []
 
 
+def test_an_hour_one_source_adds_to_an_old_day_refreshes_the_hours_other_sources_hold(small_home, resources,
+                                                                                       instance, monkeypatch):
+    """An import of one source's logs into an old day lists that date in every source: the hours after the new
+    one that other sources hold are refreshed, and the new hour's data version covers all its files."""
+    raw = small_home / "raw"
+    for source in raw.iterdir():   # hour 1 becomes 03:00; 02:00 is empty
+        (source / "2026-11-30" / "01").rename(source / "2026-11-30" / "03")
+    shutil.rmtree(raw / "lineage" / "2026-11-30" / "03")   # the source the import adds to holds nothing later
+    later = "2026-11-30-03:00"
+    ingest(small_home, HOUR0, instance)
+    ingest(small_home, later, instance)
+    monkeypatch.setattr(sensors_raw, "utcnow", lambda: datetime(2026, 12, 10, 12, tzinfo=timezone.utc))
+    requests, cursor = tick(instance, resources)
+    assert requests == []
+    shutil.copytree(raw / "lineage" / "2026-11-30" / "00", raw / "lineage" / "2026-11-30" / "02")
+    requests, cursor = tick(instance, resources, cursor)
+    assert [r.partition_key for r in requests] == ["2026-11-30-02:00"]
+    assert later in json.loads(cursor)["refresh"]
+    requests, cursor = tick(instance, resources, cursor)
+    assert [r.partition_key for r in requests] == [later] and "+after-2026-11-30-02:00@" in requests[0].run_key
+
+
 def test_an_old_hour_whose_run_failed_is_not_asked_again_nor_holds_back_the_hour_after_it(small_home, resources,
                                                                                           instance, monkeypatch):
     """Old days' files are checked against the ingest log, which a failed run leaves without them. Dagster
@@ -312,6 +335,8 @@ def test_an_old_hour_whose_run_failed_is_not_asked_again_nor_holds_back_the_hour
     monkeypatch.setattr(sensors_raw, "utcnow", lambda: clock[0])
     requests, cursor = tick(instance, resources)
     assert [r.partition_key for r in requests] == [HOUR0]
+    # hour 1 waits; its day is read again at the next tick, not every day at every tick until it is asked
+    assert json.loads(cursor)["full_at"] == clock[0].timestamp() and "lineage/2026-11-30" not in json.loads(cursor)["days"]
     run = add_run(instance, HOUR0)
     requests, cursor = tick(instance, resources, cursor)
     assert requests == []   # hour 1 waits for hour 0's run

@@ -100,6 +100,9 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
     waiting_days = {datetime.strptime(key, HOUR_KEY).strftime("%Y-%m-%d") for key in cursor.get("refresh", {})}
     to_scan = sorted(days) if full_due else sorted(recent | {d for d, m in days.items()
                                                              if days_seen.get(d) != m or d.split("/", 1)[1] in waiting_days})
+    # every source's folder of a date read: an hour's data version, and the hours a late one refreshes, cover all
+    dates = {d.split("/", 1)[1] for d in to_scan}
+    to_scan = sorted(d for d in days if d.split("/", 1)[1] in dates)
     scanned = raw_watch.scan_days(root, to_scan)
     hours = raw_watch.by_hour(scanned)
     notes: list[str] = []
@@ -151,13 +154,15 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
             files.pop(raw_watch.plain_name(relative) if relative.endswith(".zst") else relative + ".zst", None)
     deferred_days = {"/".join(r.split("/")[:2]) for r in scanned if raw_watch.hour_key(r) in deferred}
     for day in to_scan:
-        if day in days and day not in deferred_days:
+        if day in days:
             days_seen[day] = days[day]
+    for day in deferred_days:   # read again at the next tick: an old day's waiting hour is not in the cursor's files
+        days_seen.pop(day, None)
     new_cursor = {
         # keep the cursor to the recent days: older files are checked against the ingest log
         "files": {r: s for r, s in files.items() if "/".join(r.split("/")[:2]) in recent},
         "days": {d: m for d, m in days_seen.items() if d in days},
-        "full_at": now.timestamp() if full_due and not deferred else cursor.get("full_at", 0),
+        "full_at": now.timestamp() if full_due else cursor.get("full_at", 0),   # waiting hours' days: above
         "refresh": refresh,
         "asked": asked,
     }
