@@ -78,14 +78,44 @@ def test_a_detect_run_is_folded_once_and_a_failed_one_alerted_once_and_redone(se
     requests, _skip, cursor = tick(sensor, instance, cursor)
     assert [(r.job_name, r.partition_key, r.run_key) for r in requests] == [
         ("detect", "2026-11-30-00:00", "2026-11-30-00:00@v1+redo1")]
+    # the redo is done: hour 1, whose checks read hour 0, once more after it
+    requests, _skip, cursor = tick(sensor, instance, cursor)
+    assert [r.run_key.split("+after-")[1] for r in requests] == ["2026-11-30-00:00@v1+redo1"]
     assert tick(sensor, instance, cursor)[0] == []
     outbox = [json.loads(line) for line in (small_home / "alerts" / "monitor.jsonl").read_text().splitlines()]
     assert [a["incident_id"] for a in outbox if a["signal"] == "goodput_run_failed"] == [f"run-failed-{bad}"]
-    # the redo fails too, and once more: two redos per data version, then the hour waits for new data
-    for attempt in (2, None):
-        add_run(instance, "detect", dg.DagsterRunStatus.FAILURE)
-        requests, _skip, cursor = tick(sensor, instance, cursor)
-        assert [r.run_key for r in requests] == ([f"2026-11-30-00:00@v1+redo{attempt}"] if attempt else [])
+    # the redo fails too, and once more: two redos per data version, then the hour waits for new data (and
+    # hour 1 is judged once more on what hour 0 holds)
+    add_run(instance, "detect", dg.DagsterRunStatus.FAILURE)
+    requests, _skip, cursor = tick(sensor, instance, cursor)
+    assert [r.run_key for r in requests] == ["2026-11-30-00:00@v1+redo2"]
+    add_run(instance, "detect", dg.DagsterRunStatus.FAILURE)
+    requests, _skip, cursor = tick(sensor, instance, cursor)
+    assert [(r.partition_key, r.run_key.split("+after-")[1]) for r in requests] == [
+        ("2026-11-30-01:00", "2026-11-30-00:00@v1+redo2")]
+    assert tick(sensor, instance, cursor)[0] == []
+
+
+def test_the_hours_after_a_failed_hour_are_detected_again_after_its_redo(sensor, instance, small_home, monkeypatch):
+    """Hour 0's run failed after hour 1 was detected: hour 1's checks read hour 0, so hour 1 is detected again
+    once hour 0's redo is done, under a key of its own (never beside the redo)."""
+    monkeypatch.setattr(sensors_raw, "utcnow", lambda: NOW + timedelta(hours=1))   # both hours past
+    cursor = settled(sensor, instance)
+    add_run(instance, "detect", dg.DagsterRunStatus.FAILURE)   # hour 0, data version v1
+    requests, _skip, cursor = tick(sensor, instance, cursor)
+    assert [(r.partition_key, r.run_key) for r in requests if r.job_name == "detect"] == [
+        ("2026-11-30-00:00", "2026-11-30-00:00@v1+redo1")]
+    redo = dg.DagsterRun(job_name="detect", run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.STARTED,
+                         tags={"dagster/partition": "2026-11-30-00:00", VERSION_TAG: "v1"})
+    instance.add_run(redo)
+    requests, _skip, cursor = tick(sensor, instance, cursor)
+    assert [r for r in requests if r.job_name == "detect"] == []   # hour 1 waits for the redo
+    instance.delete_run(redo.run_id)   # done
+    requests, _skip, cursor = tick(sensor, instance, cursor)
+    detect = [r for r in requests if r.job_name == "detect"]
+    assert [r.partition_key for r in detect] == ["2026-11-30-01:00"]
+    assert detect[0].run_key.endswith("+after-2026-11-30-00:00@v1+redo1")
+    assert [r for r in tick(sensor, instance, cursor)[0] if r.job_name == "detect"] == []
 
 
 def test_a_backfill_is_folded_once_when_it_is_done_not_at_each_of_its_runs(sensor, instance):

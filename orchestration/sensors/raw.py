@@ -85,12 +85,13 @@ def ingested_sizes(warehouse: WarehouseResource, keys: set[str]) -> dict[str, in
 
 
 def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: WarehouseResource | None,
-         in_flight: set[str], first_key: str, fresh: dict[str, str] | None = None,
-         reach: int = 0) -> tuple[list[tuple[str, str, dict[str, int], list[str]]], dict, list[str]]:
+         in_flight: set[str], first_key: str, fresh: dict[str, str] | None = None, reach: int = 0,
+         redo: dict[str, str] | None = None) -> tuple[list[tuple[str, str, dict[str, int], list[str]]], dict, list[str]]:
     """(requests [(partition key, data version, files, the files that changed)], the new cursor, notes) for one tick.
     `fresh`: the hours in flight whose runs read new raw data -> its version; `reach`: how many hours after an hour read it
     (`hours_reading`). A past hour that reads an hour with new data waiting (requested this tick, or in
-    `fresh`) waits for that hour's run (`waits_for_earlier`)."""
+    `fresh`) waits for that hour's run (`waits_for_earlier`). `redo`: hours whose failed run the service sensor
+    runs again -> that redo's version; the hours after them wait for it and are refreshed after it."""
     files: dict[str, int] = dict(cursor.get("files", {}))
     days_seen: dict[str, int] = dict(cursor.get("days", {}))
     full_due = now.timestamp() - cursor.get("full_at", 0) >= settings.full_scan_hours * 3600
@@ -122,7 +123,7 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
                   and raw_watch.hour_key(r) not in changed})
     current = now.strftime(HOUR_KEY)
     requests, deferred = [], set()
-    pending = dict(fresh or {})   # hours whose new data is not yet in the warehouse -> its version
+    pending = {**(redo or {}), **(fresh or {})}   # hours whose new data is not yet in the warehouse -> its version
     unscanned = {d.split("/", 1)[1] for d in days} - {d.split("/", 1)[1] for d in to_scan}
     # hours requested at an earlier tick with the data they still have -> its version (kept for days not read)
     asked = {key: version for key, version in cursor.get("asked", {}).items() if key[:10] in unscanned}
@@ -145,7 +146,8 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
             continue
         requests.append((key, raw_watch.version(hours[key]), hours[key], changed[key]))
         pending[key] = asked[key] = requests[-1][1]
-    refreshed, refresh = lookback_refresh(cursor.get("refresh", {}), requests, changed, hours, in_flight, current,
+    redone = [(key, version, {}, []) for key, version in sorted((redo or {}).items()) if key not in {r[0] for r in requests}]
+    refreshed, refresh = lookback_refresh(cursor.get("refresh", {}), requests + redone, changed, hours, in_flight, current,
                                           pending, reach, unscanned)
     requests += refreshed
     for _key, _version, hour_files, _changed in requests:
@@ -250,14 +252,14 @@ def lookback_refresh(pending: dict[str, list], requests: list, changed: dict, ho
 
 
 def detect_requests(instance: dg.DagsterInstance | None, cursor: dict, warehouse: WarehouseResource,
-                    root: Path) -> tuple[list[dg.RunRequest], dict, list[str]]:
-    """One look at the raw zone: (run requests, the new cursor, notes)."""
+                    root: Path, redo: dict[str, str] | None = None) -> tuple[list[dg.RunRequest], dict, list[str]]:
+    """One look at the raw zone: (run requests, the new cursor, notes). `redo`: `plan`'s."""
     settings = load_service_settings(root.parent).raw_sensor
     shards = configured(root.parent)
     if not shards:
         in_flight, fresh = partitions_in_flight(instance)
         requests, new_cursor, notes = plan(root, cursor, utcnow(), settings, warehouse, in_flight,
-                                           hourly.start.strftime(HOUR_KEY), fresh, hours_reading(root.parent))
+                                           hourly.start.strftime(HOUR_KEY), fresh, hours_reading(root.parent), redo)
         return ([sensors_shards.detect_request(key, data_version) for key, data_version, _files, _changed in requests],
                 new_cursor, notes)
     waiting = dict(cursor.get("after_shards", {}))   # hours whose `detect` waits for their shard runs
@@ -266,7 +268,7 @@ def detect_requests(instance: dg.DagsterInstance | None, cursor: dict, warehouse
     # an hour whose shard runs are in flight or whose `detect` waits for them has new data not yet all written
     unsettled = {**{hour: "shards" for hour in shard_busy}, **waiting, **fresh}
     planned, new_cursor, notes = plan(root, cursor, utcnow(), settings, warehouse, in_flight | shard_busy | set(waiting),
-                                      hourly.start.strftime(HOUR_KEY), unsettled, hours_reading(root.parent))
+                                      hourly.start.strftime(HOUR_KEY), unsettled, hours_reading(root.parent), redo)
     requests, new_cursor["after_shards"] = sensors_shards.requests(planned, shards, waiting, shard_busy)
     return requests, new_cursor, notes
 

@@ -154,9 +154,17 @@ def service_sensor(resources: dict, interval_seconds: int = INTERVAL_S, detect_j
         state = json.loads(context.cursor) if context.cursor else {}
         instance = instance_of(context)
         notes: list[str] = fail_dead_runs(instance)   # a run killed with its daemon: failed, so its hour is redone
-        requests, state["raw"], raw_notes = sensors_raw.detect_requests(instance, state.get("raw", {}), warehouse, raw_root)
-        notes += raw_notes
         runs, state["runs"] = finished_runs(instance, state.get("runs"))
+        for run in runs:
+            if run.job_name == detect_job.name and run.status == dg.DagsterRunStatus.FAILURE:
+                queue_redo(state, run)
+        # the hours redone (requested below, or waiting for a run in flight): the raw plan holds the hours after them
+        # back and refreshes them after the redo (its run key: the one redo_requests gives it)
+        redone = state.get("redone", {})
+        redo = {key: f"{version}+redo{redone.get(f'{key}@{version}', 0) + 1}" for key, version in state.get("redo", {}).items()}
+        requests, state["raw"], raw_notes = sensors_raw.detect_requests(instance, state.get("raw", {}), warehouse, raw_root,
+                                                                        redo)
+        notes += raw_notes
         failed, folded = 0, False
         for run in runs:
             if run.job_name == detect_job.name and run.status == dg.DagsterRunStatus.SUCCESS:
@@ -167,8 +175,6 @@ def service_sensor(resources: dict, interval_seconds: int = INTERVAL_S, detect_j
                 failed += 1
                 notes.append(sensors.alert_run_failure(context, instance, run, _failure_message(instance, run.run_id),
                                                        warehouse, alerting))
-                if run.job_name == detect_job.name:
-                    queue_redo(state, run)
         requests += backfill_folds(instance, state, runs)
         if state.get("redo"):
             requests += redo_requests(state, {r.partition_key for r in requests}, sensors_raw.partitions_in_flight(instance)[0])
