@@ -124,12 +124,14 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
     current = now.strftime(HOUR_KEY)
     requests, deferred = [], set()
     pending = {**(redo or {}), **(fresh or {})}   # hours whose new data is not yet in the warehouse -> its version
-    unscanned = {d.split("/", 1)[1] for d in days} - {d.split("/", 1)[1] for d in to_scan}
+    unscanned = {d.split("/", 1)[1] for d in days} - dates
     # hours requested at an earlier tick with the data they still have -> its version (kept for days not read)
-    asked = {key: version for key, version in cursor.get("asked", {}).items() if key[:10] in unscanned}
+    asked_before = cursor.get("asked", {})
+    asked = {key: version for key, version in asked_before.items() if key[:10] in unscanned}
     for key in sorted(changed):
-        if cursor.get("asked", {}).get(key) == raw_watch.version(hours[key]):
-            asked[key] = raw_watch.version(hours[key])
+        version = raw_watch.version(hours[key])
+        if asked_before.get(key) == version:
+            asked[key] = version
             if key not in in_flight:
                 # Dagster launches a run key once: that run is done and left the hour as it was (it failed; the
                 # service sensor redoes it), so it is not asked again, and the hours after it do not wait for it
@@ -142,11 +144,12 @@ def plan(root: Path, cursor: dict, now: datetime, settings, warehouse: Warehouse
         if (key in in_flight or len(requests) >= settings.max_hours_per_tick
                 or (key != current and waits_for_earlier(key, pending, reach))):
             deferred.add(key)
-            pending[key] = raw_watch.version(hours[key])
+            pending[key] = version
             continue
-        requests.append((key, raw_watch.version(hours[key]), hours[key], changed[key]))
-        pending[key] = asked[key] = requests[-1][1]
-    redone = [(key, version, {}, []) for key, version in sorted((redo or {}).items()) if key not in {r[0] for r in requests}]
+        requests.append((key, version, hours[key], changed[key]))
+        pending[key] = asked[key] = version
+    requested = {request[0] for request in requests}
+    redone = [(key, version, {}, []) for key, version in sorted((redo or {}).items()) if key not in requested]
     refreshed, refresh = lookback_refresh(cursor.get("refresh", {}), requests + redone, changed, hours, in_flight, current,
                                           pending, reach, unscanned)
     requests += refreshed
@@ -178,18 +181,19 @@ def hours_reading(home: Path) -> int:
     home's thresholds.yaml over them), whole hours, plus the hour before it (a lookback starts inside an hour;
     busy_not_progressing also reads the hour before its lookback for a long stall's onset). A thresholds file
     that does not validate counts as absent here: the checks' own steps report it."""
-    try:
-        overrides = ThresholdsResource(path=str(home / "thresholds.yaml")).overrides()
-    except ConfigError:
-        overrides = {}
-    return _hours_reading(tuple(sorted((name, tuple(sorted(o.items()))) for name, o in overrides.items())))
+    path = home / "thresholds.yaml"
+    stat = path.stat() if path.exists() else None
+    return _hours_reading(str(path), (stat.st_mtime_ns, stat.st_size) if stat else None)
 
 
 @functools.cache
-def _hours_reading(overrides: tuple) -> int:
-    """`hours_reading` for one set of overrides (the registry does not change in a running process)."""
-    chosen = dict(overrides)
-    seconds = max(float({**signal.thresholds, **dict(chosen.get(signal.name, ()))}.get(name, 0)) * unit
+def _hours_reading(path: str, _version: tuple[int, int] | None) -> int:
+    """`hours_reading` for one version of the file, (mtime, size): read again when it changes, not at every tick."""
+    try:
+        overrides = ThresholdsResource(path=path).overrides()
+    except ConfigError:
+        overrides = {}
+    seconds = max(float({**signal.thresholds, **overrides.get(signal.name, {})}.get(name, 0)) * unit
                   for signal in REGISTRY for name, unit in LOOKBACK_UNITS.items())
     return math.ceil(seconds / 3600) + 1
 

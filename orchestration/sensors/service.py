@@ -107,6 +107,11 @@ def queue_redo(state: dict, run: dg.DagsterRun) -> None:
         state.setdefault("redo", {})[key] = version
 
 
+def redo_version(state: dict, key: str, version: str) -> str:
+    """The data version of the next redo of `key`'s run of `version` (its run key: `<key>@<this>`)."""
+    return f"{version}+redo{state.get('redone', {}).get(f'{key}@{version}', 0) + 1}"
+
+
 def redo_requests(state: dict, requested: set[str], in_flight: set[str]) -> list[dg.RunRequest]:
     """Run requests for the failed hours that no newer request covers and no run holds now."""
     out, redone = [], state.setdefault("redone", {})
@@ -116,9 +121,9 @@ def redo_requests(state: dict, requested: set[str], in_flight: set[str]) -> list
         del state["redo"][key]
         if key in requested:
             continue   # newer data for the hour: its run covers the failed one
-        attempt = redone[f"{key}@{version}"] = redone.get(f"{key}@{version}", 0) + 1
-        out.append(dg.RunRequest(partition_key=key, run_key=f"{key}@{version}+redo{attempt}", job_name=detect_job.name,
-                                 tags={VERSION_TAG: version}))
+        run_key = f"{key}@{redo_version(state, key, version)}"
+        redone[f"{key}@{version}"] = redone.get(f"{key}@{version}", 0) + 1
+        out.append(dg.RunRequest(partition_key=key, run_key=run_key, job_name=detect_job.name, tags={VERSION_TAG: version}))
     state["redone"] = dict(sorted(redone.items())[-500:])   # bounded: hours long done drop out
     return out
 
@@ -160,8 +165,7 @@ def service_sensor(resources: dict, interval_seconds: int = INTERVAL_S, detect_j
                 queue_redo(state, run)
         # the hours redone (requested below, or waiting for a run in flight): the raw plan holds the hours after them
         # back and refreshes them after the redo (its run key: the one redo_requests gives it)
-        redone = state.get("redone", {})
-        redo = {key: f"{version}+redo{redone.get(f'{key}@{version}', 0) + 1}" for key, version in state.get("redo", {}).items()}
+        redo = {key: redo_version(state, key, version) for key, version in state.get("redo", {}).items()}
         requests, state["raw"], raw_notes = sensors_raw.detect_requests(instance, state.get("raw", {}), warehouse, raw_root,
                                                                         redo)
         notes += raw_notes
