@@ -373,17 +373,15 @@ def add_run(instance, partition: str, version: str | None = "v") -> str:
     return run.run_id
 
 
-def test_late_data_of_a_past_hour_ends_with_the_incidents_of_data_that_arrived_in_order(small_home, tmp_path):
+def test_late_data_of_a_past_hour_ends_with_the_incidents_of_data_that_arrived_in_order(small_home, small_demo):
     """End to end in process: hour 1 detected while hour 0 held half its lines judged a stall from hour 0's last
     step seen (what the real daemon stored before the refresh: a SEV1 hang 20 minutes early). Driven by the
-    sensor's requests, the late half, hour 0's run and hour 1's refresh end where in-order arrival ends."""
-    import shutil
+    sensor's requests, the late half, hour 0's run and hour 1's refresh end where in-order arrival ends: the
+    incidents `goodput demo` folds from the same scenario's hours in order (the session's small_demo)."""
+    from tests.helpers import memory_instance
 
-    from tests.helpers import detect_and_fold, memory_instance
-
-    reference = tmp_path / "reference"
-    shutil.copytree(small_home / "raw", reference / "raw")
-    detect_and_fold(reference, [HOUR0, HOUR1])
+    reference = small_demo["home"]
+    assert len(incidents_of(reference)) > 0
     held = _hold_back_half_of(small_home, "2026-11-30/00")
     defs, home_resources = build_definitions(small_home), resources_for(small_home)
     quiet = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}

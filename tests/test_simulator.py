@@ -442,15 +442,18 @@ def _minutes(t, n: float):
     return t + pd.Timedelta(minutes=n)
 
 
-def test_faults_scenario_is_deterministic(faults_out, tmp_path):
+def test_faults_scenario_is_deterministic(faults_out, faults_embedded):
+    """The same bytes in another process: `goodput demo` simulated faults.yaml into the session's shared home
+    (tests/conftest.py: faults_embedded) in a subprocess; every file this module's simulation wrote is there,
+    byte for byte (the demo's processing reads the raw zone and checkpoints, and writes beside them)."""
     import hashlib
 
-    def digest(root: Path) -> dict[str, str]:
-        return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-                for p in sorted(root.rglob("*")) if p.is_file()}
+    def digest(root: Path, paths: list[str]) -> dict[str, str | None]:
+        return {p: hashlib.sha256((root / p).read_bytes()).hexdigest() if (root / p).is_file() else None for p in paths}
 
-    simulate(faults_out.scenario, tmp_path)
-    assert digest(faults_out.root) == digest(tmp_path)
+    written = sorted(p.relative_to(faults_out.root).as_posix() for p in faults_out.root.rglob("*") if p.is_file())
+    assert len(written) > 100 and "ground_truth.jsonl" in written
+    assert digest(faults_out.root, written) == digest(faults_embedded["demo"].parent / "home", written)
 
 
 def test_faults_scenario_has_every_type_twice_subtle_and_gross(faults_out):
