@@ -1,4 +1,4 @@
-"""Where a live tick's check CPU grows within the hour: every check of one hour, as a live tick at minute M sees it.
+"""Where a live tick's CPU grows within the hour: every check of one hour and its badput, as a tick at minute M sees them.
 
     python bench/bench_tick.py ...  or  goodput demo --home H --scenario bench/scenarios/replay_1024_2h.yaml
     PYTHONPATH=TREE python bench/bench_check_growth.py H/warehouse.duckdb --hour 2026-11-30T01:00 \
@@ -7,9 +7,10 @@
 For each minute M (alternating, `--repeats` rounds): a copy of the warehouse (beside it) cut at hour + M, that is
 every raw and per-minute row from then on deleted and the hour's stored results too (what a live tick at minute M
 holds), then every check of the hour run as the detect job's check steps run them (`evaluate_judged` per signal
-in step order on one connection, the step's shared reads), DuckDB on one thread. Prints each round's total and,
-from the medians, the signals whose CPU grows most from the first minute to the last. It imports whatever tree is
-on PYTHONPATH, so two trees are compared side by side by running it alternately with each.
+in step order on one connection, the step's shared reads), then the `badput` asset's SQL stages as its step runs them
+(rolled back: the copy is cut again each round), DuckDB on one thread. Prints each round's total and, from the
+medians, the signals (and badput's stages, `badput:<stage>`) whose CPU grows most from the first minute to the last.
+It imports whatever tree is on PYTHONPATH, so two trees are compared side by side by running it alternately with each.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from pathlib import Path
 import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
+from assets.badput import STAGES, BadputConfig
 from checks.asset_checks import evaluate_judged, signals_by_step
+from orchestration.config.peak_flops import as_params, peak_table
+from orchestration.storage import sql
 from orchestration.storage.warehouse import WarehouseResource
 
 # the tables a live tick has only up to its minute, and the column that says when a row happened
@@ -66,6 +70,24 @@ def check_cpu(warehouse: WarehouseResource, start: pd.Timestamp) -> dict[str, fl
     return cpu
 
 
+def badput_cpu(warehouse: WarehouseResource, start: pd.Timestamp) -> dict[str, float]:
+    """CPU-seconds of each of the `badput` asset's SQL stages on the hour (assets/badput.py), rolled back."""
+    params = {"start": start.to_pydatetime(), "end": (start + pd.Timedelta(hours=1)).to_pydatetime(),
+              **BadputConfig().model_dump(), **as_params(peak_table(Path(warehouse.path).parent))}
+    cpu = {}
+    with warehouse.connect() as con:
+        con.execute("BEGIN")
+        before = time.process_time()
+        params["read_from"] = sql.run(con, "badput/extent", params).fetchone()[0]
+        cpu["badput:extent"] = time.process_time() - before
+        for stage in STAGES:
+            before = time.process_time()
+            sql.run(con, stage, params)
+            cpu[f"badput:{stage.split('/')[1]}"] = time.process_time() - before
+        con.execute("ROLLBACK")
+    return cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("warehouse")
@@ -82,10 +104,11 @@ def main() -> None:
         for minute in minutes:
             warehouse = cut_copy(args.warehouse, start, minute)
             try:
-                rounds[minute].append(check_cpu(warehouse, start))
+                rounds[minute].append({**check_cpu(warehouse, start), **badput_cpu(warehouse, start)})
             finally:
                 Path(warehouse.path).unlink()
-            print(f"round {round_ + 1} minute {minute}: {sum(rounds[minute][-1].values()):.2f} CPU-s", flush=True)
+            print(f"round {round_ + 1} minute {minute}: {sum(rounds[minute][-1].values()):.2f} CPU-s (checks and badput)",
+                  flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(rounds))
     median = {m: {s: sorted(r[s] for r in rounds[m])[len(rounds[m]) // 2] for s in rounds[m][0]} for m in minutes}
@@ -94,7 +117,9 @@ def main() -> None:
     for name in sorted(median[first], key=lambda s: median[first][s] - median[last][s])[:20]:
         a, b = median[first][name], median[last][name]
         print(f"{name:32s} {a:10.3f} {b:10.3f} {b - a:+8.3f}")
-    print(f"{'all checks':32s} {sum(median[first].values()):10.3f} {sum(median[last].values()):10.3f}")
+    for label, keep in (("all checks", lambda s: not s.startswith("badput:")), ("badput", lambda s: s.startswith("badput:"))):
+        print(f"{label:32s} {sum(v for s, v in median[first].items() if keep(s)):10.3f} "
+              f"{sum(v for s, v in median[last].items() if keep(s)):10.3f}")
 
 
 if __name__ == "__main__":
