@@ -256,19 +256,20 @@ def lookback_refresh(pending: dict[str, list], requests: list, changed: dict, ho
 
 
 def detect_requests(instance: dg.DagsterInstance | None, cursor: dict, warehouse: WarehouseResource,
-                    root: Path, redo: dict[str, str] | None = None) -> tuple[list[dg.RunRequest], dict, list[str]]:
-    """One look at the raw zone: (run requests, the new cursor, notes). `redo`: `plan`'s."""
+                    root: Path, redo: dict[str, str] | None = None,
+                    flight: tuple[set[str], dict[str, str]] | None = None) -> tuple[list[dg.RunRequest], dict, list[str]]:
+    """One look at the raw zone: (run requests, the new cursor, notes). `redo`: `plan`'s; `flight`: this tick's
+    `partitions_in_flight`, where the caller has it already (else read here)."""
     settings = load_service_settings(root.parent).raw_sensor
     shards = configured(root.parent)
+    in_flight, fresh = partitions_in_flight(instance) if flight is None else flight
     if not shards:
-        in_flight, fresh = partitions_in_flight(instance)
         requests, new_cursor, notes = plan(root, cursor, utcnow(), settings, warehouse, in_flight,
                                            hourly.start.strftime(HOUR_KEY), fresh, hours_reading(root.parent), redo)
         return ([sensors_shards.detect_request(key, data_version) for key, data_version, _files, _changed in requests],
                 new_cursor, notes)
     waiting = dict(cursor.get("after_shards", {}))   # hours whose `detect` waits for their shard runs
     shard_busy = sensors_shards.shard_hours_in_flight(instance, IN_FLIGHT)
-    in_flight, fresh = partitions_in_flight(instance)
     # an hour whose shard runs are in flight or whose `detect` waits for them has new data not yet all written
     unsettled = {**{hour: "shards" for hour in shard_busy}, **waiting, **fresh}
     planned, new_cursor, notes = plan(root, cursor, utcnow(), settings, warehouse, in_flight | shard_busy | set(waiting),

@@ -166,8 +166,9 @@ def service_sensor(resources: dict, interval_seconds: int = INTERVAL_S, detect_j
         # the hours redone (requested below, or waiting for a run in flight): the raw plan holds the hours after them
         # back and refreshes them after the redo (its run key: the one redo_requests gives it)
         redo = {key: redo_version(state, key, version) for key, version in state.get("redo", {}).items()}
+        flight = sensors_raw.partitions_in_flight(instance)   # read once a tick: the raw plan's and the redo's
         requests, state["raw"], raw_notes = sensors_raw.detect_requests(instance, state.get("raw", {}), warehouse, raw_root,
-                                                                        redo)
+                                                                        redo, flight)
         notes += raw_notes
         failed, folded = 0, False
         for run in runs:
@@ -181,7 +182,7 @@ def service_sensor(resources: dict, interval_seconds: int = INTERVAL_S, detect_j
                                                        warehouse, alerting))
         requests += backfill_folds(instance, state, runs)
         if state.get("redo"):
-            requests += redo_requests(state, {r.partition_key for r in requests}, sensors_raw.partitions_in_flight(instance)[0])
+            requests += redo_requests(state, {r.partition_key for r in requests}, flight[0])
         alerts = state.setdefault("alerts", {})
         if (failed or folded or alert_inputs(warehouse, alerting) != state.get("alert_inputs") or not alerts.get("settled")
                 or not state.get("monitor_settled")):
