@@ -7,6 +7,8 @@ Each hourly partition reads its hour of GPU samples, the step records and lineag
 (the run's trailing baseline, the checkpoint saves and evaluations that bound its pauses) and
 replaces its minutes in one transaction. A restart whose first step lands in the hour also rewrites
 the minutes since the first step it computed again: only then is it known that they were wasted.
+A step's figures over its ranks come from `step_ends` (the training baselines write it per minute) when
+its records lie in one minute; only the others are grouped from every rank's records.
 """
 
 from pathlib import Path
@@ -42,7 +44,9 @@ class BadputConfig(dg.Config):
 
 
 @dg.asset(
-    deps=[dg.AssetDep("gpu_samples"), dg.AssetDep("training_steps"), dg.AssetDep("lineage_events")],
+    # training_baselines: the hour's step_ends, whose rows are the steps when each lies in one minute
+    deps=[dg.AssetDep("gpu_samples"), dg.AssetDep("training_steps"), dg.AssetDep("training_baselines"),
+          dg.AssetDep("lineage_events")],
     partitions_def=hourly,
     group_name="baselines",
     kinds={"duckdb"},

@@ -6,8 +6,13 @@ The references are the queries with their step CTEs as they were (tests/fixtures
 busy_not_progressing's also with its ASOF join over every column, as it was): on scenarios with a hang, a rank
 dropout whose peers stall, and a run restarted from a checkpoint (its step numbers computed again by a second
 attempt), both give the same frame for every hour, row for row, with the default lookback and with one that begins
-inside the data (the queries floor a lookback to whole minutes: every default is one)."""
+inside the data (the queries floor a lookback to whole minutes: every default is one).
 
+The badput asset takes each step's medians over its ranks from step_ends where the step lies in one minute
+(sql/badput/scope.sql); its steps equal the ones grouped from every rank's records (the step CTEs as they were,
+tests/fixtures/badput_steps_from_step_records.sql), also with ranks that straddle minutes and a mid-minute restart."""
+
+import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -15,11 +20,14 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+from assets.badput import BadputConfig
 from assets.baselines import training_baselines
 from assets.ingest import ingest_assets
 from checks.registry import REGISTRY
+from orchestration.config.peak_flops import as_params, peak_table
 from orchestration.definitions import resources_for
 from orchestration.storage import sql
+from orchestration.storage.warehouse import WarehouseResource
 from simulator import load_scenario, simulate
 from tests.helpers import SMALL, memory_instance
 
@@ -92,3 +100,46 @@ def test_the_checkpoint_progress_frame_from_step_ends_equals_the_one_from_every_
     both = pd.concat(frames)
     # not vacuous: minutes of progress that had a save before them, and a cadence of at least two saves
     assert len(both) > 60 and both["last_saved_at"].notna().any() and both["interval_steps"].notna().any()
+
+
+def badput_steps(con, scope: str, hour: str) -> pd.DataFrame:
+    """The badput asset's steps (bp_steps) of the hour, as sql/badput/scope.sql or `scope` builds them."""
+    start = datetime.strptime(hour, "%Y-%m-%d-%H:%M")
+    params = {"start": start, "end": start + timedelta(hours=1), **BadputConfig().model_dump(), **as_params(peak_table())}
+    params["read_from"] = sql.run(con, "badput/extent", params).fetchone()[0]
+    sql.execute_text(con, scope, params)
+    return con.execute("SELECT * FROM bp_steps ORDER BY run_id, attempt, step").df()
+
+
+@pytest.mark.parametrize("spread", [0.0, 2.0], ids=["as_simulated", "ranks_straddle_minutes"])
+def test_badput_steps_from_step_ends_equal_the_ones_grouped_from_every_ranks_records(home, spread, tmp_path):
+    """As simulated (badput.yaml: a run restarted from its checkpoint computes its steps again), and with ranks
+    that report a step up to `spread` s apart (steps straddle minutes) and a run restarted inside a minute it
+    reported steps in (its records there belong to two attempts): those steps are grouped from the records again."""
+    scenario, warehouse = home
+    copy = WarehouseResource(path=str(tmp_path / "warehouse.duckdb"))
+    shutil.copy(warehouse.path, copy.path)
+    scope = sql.sql_text("badput/scope")
+    reference = spliced(scope, "WITH ends AS (", "placed AS (", "badput_steps_from_step_records.sql")
+    with copy.connect() as con:
+        if spread:
+            con.execute("UPDATE training_steps SET time = time + to_microseconds(CAST($s * 1e6 * (rank % 5) / 4 AS BIGINT))",
+                        {"s": spread})
+            # and a run restarts in the middle of a minute it reports steps in: its records there are two attempts'
+            con.execute("INSERT INTO lineage_events SELECT l.* REPLACE (e.minute + INTERVAL 30 SECOND AS time) "
+                        "FROM lineage_events l, (SELECT run_id, minute FROM step_ends ORDER BY run_id, minute "
+                        "                        LIMIT 1 OFFSET (SELECT count(*) // 2 FROM step_ends)) e "
+                        "WHERE l.event = 'run_started' AND l.run_id = e.run_id")
+            first, last = con.execute("SELECT min(minute), max(minute) FROM step_ends").fetchone()
+            sql.run(con, "baselines/step_ends", {"from": first, "end": last + timedelta(minutes=2), "start": first})
+        regrouped = con.execute("SELECT count(*) FROM (SELECT run_id, step FROM step_ends GROUP BY ALL HAVING count(*) > 1)"
+                                ).fetchone()[0]
+        restarted = con.execute("SELECT count(*) FROM step_ends e SEMI JOIN lineage_events l ON l.run_id = e.run_id "
+                                "AND l.event = 'run_started' AND time_bucket(INTERVAL 1 MINUTE, l.time) = e.minute").fetchone()[0]
+        for hour in HOURS:
+            now = badput_steps(con, scope, hour)
+            pd.testing.assert_frame_equal(now, badput_steps(con, reference, hour), check_exact=True)
+            assert len(now) > 100
+    # not vacuous: with the spread, steps of every run straddle a minute
+    assert (regrouped > 10) if spread else True
+    assert (restarted > 0) if spread else (scenario == SMALL or restarted == 0)

@@ -3,7 +3,8 @@
 --   bp_rank_gpus the GPUs each run's step records name
 --   bp_slots     the GPU samples held by runs in the write window, one row per run, time and interval
 --                (the GPUs of one host are sampled together), split into the run's rank GPUs and spares
---   bp_steps     one row per run, attempt and step (over ranks), with the run's trailing baseline
+--   bp_steps     one row per run, attempt and step (over ranks; a step in one row of step_ends is that row),
+--                with the run's trailing baseline
 CREATE OR REPLACE TEMP TABLE bp_rank_gpus AS
 SELECT DISTINCT run_id, host, gpu_index
 FROM training_steps
@@ -36,14 +37,33 @@ WHERE h.sample_seconds IS NOT NULL
 GROUP BY ALL;
 
 CREATE OR REPLACE TEMP TABLE bp_steps AS
-WITH records AS (
-    SELECT t.*, coalesce(a.attempt, 0) AS attempt
-    FROM training_steps t
-    ASOF LEFT JOIN bp_attempts a ON t.run_id = a.run_id AND t.time >= a.started_at
-    WHERE t.time >= $read_from - to_minutes($baseline_minutes)
-      AND t.time < $end + INTERVAL 10 MINUTE
-      AND t.run_id IN (SELECT DISTINCT run_id FROM bp_slots)
+WITH ends AS (      -- step_ends (the training baselines write it): a step's ranks' records in one minute, in one row
+    SELECT e.*, coalesce(a.attempt, 0) AS attempt,
+           -- a restart began in the minute: its records may belong to two attempts
+           EXISTS (SELECT 1 FROM bp_attempts b WHERE b.run_id = e.run_id AND b.started_at >= e.minute
+                                                   AND b.started_at < e.minute + INTERVAL 1 MINUTE) AS mixed
+    FROM step_ends e
+    ASOF LEFT JOIN bp_attempts a ON e.run_id = a.run_id AND e.time >= a.started_at
+    WHERE e.minute >= $read_from - to_minutes($baseline_minutes) AND e.minute < $end
+      AND e.run_id IN (SELECT DISTINCT run_id FROM bp_slots)
 ),
+tail AS (           -- the next hour's first minutes: its step_ends may not be written yet
+    SELECT run_id, step FROM training_steps
+    WHERE time >= $end AND time < $end + INTERVAL 10 MINUTE AND run_id IN (SELECT DISTINCT run_id FROM bp_slots)
+),
+regrouped AS (      -- steps that are not one row of step_ends: grouped from their ranks' records
+    SELECT run_id, step FROM ends WHERE mixed
+    UNION SELECT run_id, step FROM ends GROUP BY run_id, attempt, step HAVING count(*) > 1
+    UNION SELECT run_id, step FROM tail
+),
+records AS (        -- (a join, not IN: with no step to regroup, the step records are not scanned)
+    SELECT t.*, coalesce(a.attempt, 0) AS attempt
+    FROM (SELECT t.* FROM training_steps t SEMI JOIN regrouped r ON t.run_id = r.run_id AND t.step = r.step
+          WHERE t.time >= $read_from - to_minutes($baseline_minutes) AND t.time < $end + INTERVAL 10 MINUTE) t
+    ASOF LEFT JOIN bp_attempts a ON t.run_id = a.run_id AND t.time >= a.started_at
+),
+-- one row per run, attempt and step, its figures the medians over its ranks (sql/baselines/step_ends.sql
+-- takes the same medians per minute: a step in one row of it is that row)
 steps AS (
     SELECT run_id, attempt, step,
            max(time)                AS step_end,
@@ -54,6 +74,9 @@ steps AS (
            median(tflops) * 1e12    AS reported_flops_per_second
     FROM records
     GROUP BY ALL
+    UNION ALL
+    SELECT run_id, attempt, step, time, step_seconds, coalesce(data_seconds, 0), model_flops_per_second, reported_flops_per_second
+    FROM ends ANTI JOIN regrouped USING (run_id, step)
 ),
 placed AS (
     SELECT *,
