@@ -9,19 +9,30 @@ replaces its minutes in one transaction. A restart whose first step lands in the
 the minutes since the first step it computed again: only then is it known that they were wasted.
 A step's figures over its ranks come from `step_ends` (the training baselines write it per minute) when
 its records lie in one minute; only the others are grouped from every rank's records.
+
+A live run (the raw-zone sensor's) splits and writes only the minutes from the first one whose inputs changed
+since the hour's last run (`badput_marks`, migration 170; sql/badput/marks.sql): a tick at minute 55 does not
+split the 54 minutes before it again. Every other run writes the whole hour; both leave the same rows.
 """
 
+import hashlib
+import json
+import time
+from datetime import datetime
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 
+from assets.baselines import is_live
 from orchestration.config.peak_flops import as_params, peak_table
 from orchestration.partitions import hourly, window_params
 from orchestration.storage import sql
 from orchestration.storage.warehouse import POOL, WarehouseResource, transaction
 
-STAGES = ("badput/scope", "badput/windows", "badput/write")
-"""After sql/badput/extent.sql, whose `read_from` they take as a parameter."""
+STAGES = ("badput/scope", "badput/windows", "badput/marks", "badput/write")
+"""After sql/badput/extent.sql, in order; the stages that give a value the next ones take:"""
+RESULTS = {"badput/extent": "read_from", "badput/marks": "write_from", "badput/write": "rows"}
 
 
 class BadputConfig(dg.Config):
@@ -58,18 +69,34 @@ def badput(context: dg.AssetExecutionContext, config: BadputConfig, warehouse: W
     utilization (`badput_minutes`; views `badput_by_run`, `badput_by_team_day`, `badput_by_cause`,
     `ettr`, `restart_badput`)."""
     peaks = peak_table(Path(warehouse.path).resolve().parent)
-    params = {**window_params(context.partition_time_window), **config.model_dump(), **as_params(peaks)}
+    window = window_params(context.partition_time_window)
     with warehouse.connect() as con, transaction(con):
-        params["read_from"] = sql.run(con, "badput/extent", params).fetchone()[0]
-        for stage in STAGES:
-            result = sql.run(con, stage, params)
-        rows = result.fetchone()[0]
+        done = write_hour(con, window["start"], window["end"], config, peaks, is_live(context))
         totals = con.execute(
             "SELECT coalesce(sum(allocated_gpu_seconds), 0), coalesce(sum(productive_gpu_seconds), 0) "
-            "FROM badput_minutes WHERE minute >= $start AND minute < $end", window_params(context.partition_time_window)
-        ).fetchone()
+            "FROM badput_minutes WHERE minute >= $start AND minute < $end", window).fetchone()
     return dg.MaterializeResult(metadata={
-        "rows": rows,
+        **done,
         "allocated_gpu_hours": round(totals[0] / 3600, 3),
         "productive_gpu_hours": round(totals[1] / 3600, 3),
     })
+
+
+def write_hour(con: duckdb.DuckDBPyConnection, start: datetime, end: datetime, config: BadputConfig,
+               peaks: dict, live: bool, clock: dict | None = None) -> dict:
+    """Replace the hour's badput minutes, inside the caller's transaction: from the first minute whose inputs
+    changed since the hour's last run when `live` (sql/badput/marks.sql), else all of them. Both leave the same
+    rows (tests/test_badput.py). `clock`: filled with each stage's CPU-seconds."""
+    params = {"start": start, "end": end, **config.model_dump(), **as_params(peaks)}
+    params["version"] = hashlib.sha256("\n".join(
+        [json.dumps(params, sort_keys=True, default=str)] + [sql.sql_text(name) for name in ("badput/extent", *STAGES)]
+    ).encode()).hexdigest()
+    params["live"] = live
+    for stage in ("badput/extent", *STAGES):
+        before = time.process_time()
+        result = sql.run(con, stage, params)
+        if stage in RESULTS:
+            params[RESULTS[stage]] = result.fetchone()[0]
+        if clock is not None:
+            clock[f"badput:{stage.split('/')[1]}"] = time.process_time() - before
+    return {"rows": params["rows"], "written_from": str(params["write_from"])}

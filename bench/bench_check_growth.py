@@ -7,10 +7,11 @@
 For each minute M (alternating, `--repeats` rounds): a copy of the warehouse (beside it) cut at hour + M, that is
 every raw and per-minute row from then on deleted and the hour's stored results too (what a live tick at minute M
 holds), then every check of the hour run as the detect job's check steps run them (`evaluate_judged` per signal
-in step order on one connection, the step's shared reads), then the `badput` asset's SQL stages as its step runs them
-(rolled back: the copy is cut again each round), DuckDB on one thread. Prints each round's total and, from the
-medians, the signals (and badput's stages, `badput:<stage>`) whose CPU grows most from the first minute to the last.
-It imports whatever tree is on PYTHONPATH, so two trees are compared side by side by running it alternately with each.
+in step order on one connection, the step's shared reads), then the `badput` asset's SQL stages as a live run of
+its step runs them after the tick a minute before (rolled back: the copy is cut again each round), DuckDB on one
+thread. Prints each round's total and, from the medians, the signals (and badput's stages, `badput:<stage>`) whose
+CPU grows most from the first minute to the last. It imports whatever tree is on PYTHONPATH, so two trees are
+compared side by side by running it alternately with each.
 """
 
 from __future__ import annotations
@@ -26,10 +27,9 @@ from pathlib import Path
 import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
-from assets.badput import STAGES, BadputConfig
+from assets.badput import BadputConfig, write_hour
 from checks.asset_checks import evaluate_judged, signals_by_step
-from orchestration.config.peak_flops import as_params, peak_table
-from orchestration.storage import sql
+from orchestration.config.peak_flops import peak_table
 from orchestration.storage.warehouse import WarehouseResource
 
 # the tables a live tick has only up to its minute, and the column that says when a row happened
@@ -70,20 +70,24 @@ def check_cpu(warehouse: WarehouseResource, start: pd.Timestamp) -> dict[str, fl
     return cpu
 
 
-def badput_cpu(warehouse: WarehouseResource, start: pd.Timestamp) -> dict[str, float]:
-    """CPU-seconds of each of the `badput` asset's SQL stages on the hour (assets/badput.py), rolled back."""
-    params = {"start": start.to_pydatetime(), "end": (start + pd.Timedelta(hours=1)).to_pydatetime(),
-              **BadputConfig().model_dump(), **as_params(peak_table(Path(warehouse.path).parent))}
-    cpu = {}
+def badput_cpu(warehouse: WarehouseResource, start: pd.Timestamp, minute: int) -> dict[str, float]:
+    """CPU-seconds of each of the `badput` asset's SQL stages (assets/badput.py) as a live tick at `minute` runs
+    them: after the tick a minute before it (the rows from then on held back, the hour written, the rows put
+    back), rolled back."""
+    begin, end = start.to_pydatetime(), (start + pd.Timedelta(hours=1)).to_pydatetime()
+    held = (start + pd.Timedelta(minutes=minute - 1)).to_pydatetime()
+    peaks = peak_table(Path(warehouse.path).parent)
+    cpu: dict[str, float] = {}
     with warehouse.connect() as con:
+        tables = [t for t in CUT if t in {n for (n,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}]
         con.execute("BEGIN")
-        before = time.process_time()
-        params["read_from"] = sql.run(con, "badput/extent", params).fetchone()[0]
-        cpu["badput:extent"] = time.process_time() - before
-        for stage in STAGES:
-            before = time.process_time()
-            sql.run(con, stage, params)
-            cpu[f"badput:{stage.split('/')[1]}"] = time.process_time() - before
+        for table in tables:
+            con.execute(f"CREATE TEMP TABLE held_{table} AS SELECT * FROM {table} WHERE {CUT[table]} >= $held", {"held": held})
+            con.execute(f"DELETE FROM {table} WHERE {CUT[table]} >= $held", {"held": held})
+        write_hour(con, begin, end, BadputConfig(), peaks, live=False)
+        for table in tables:
+            con.execute(f"INSERT INTO {table} SELECT * FROM held_{table}")
+        write_hour(con, begin, end, BadputConfig(), peaks, live=True, clock=cpu)
         con.execute("ROLLBACK")
     return cpu
 
@@ -104,7 +108,7 @@ def main() -> None:
         for minute in minutes:
             warehouse = cut_copy(args.warehouse, start, minute)
             try:
-                rounds[minute].append({**check_cpu(warehouse, start), **badput_cpu(warehouse, start)})
+                rounds[minute].append({**check_cpu(warehouse, start), **badput_cpu(warehouse, start, minute)})
             finally:
                 Path(warehouse.path).unlink()
             print(f"round {round_ + 1} minute {minute}: {sum(rounds[minute][-1].values()):.2f} CPU-s (checks and badput)",

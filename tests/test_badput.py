@@ -8,20 +8,25 @@ incident."""
 from __future__ import annotations
 
 import json
+import random
 import shutil
+from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 import pytest
 
-from assets.badput import badput
+from assets.badput import BadputConfig, badput, write_hour
 from assets.baselines import training_baselines
 from assets.incidents import incidents
 from assets.ingest import ingest_assets
 from checks.asset_checks import build_check
 from checks.registry import REGISTRY
+from orchestration.config.peak_flops import peak_table
 from orchestration.definitions import resources_for
+from orchestration.storage import sql
+from orchestration.storage.warehouse import WarehouseResource, transaction
 from simulator import load_scenario, simulate
 from simulator.badput_shapes import CATEGORIES
 from tests.helpers import memory_instance
@@ -173,3 +178,66 @@ def test_the_mfu_drop_check_flags_the_regression(shapes):
     assert (findings["detected_at"].min() - pd.Timestamp("2026-11-30 00:40")).total_seconds() <= 8 * 60
     (incident,) = q(shapes["warehouse"], "SELECT * FROM incidents WHERE signal = 'mfu_drop'").to_dict("records")
     assert incident["run_id"] == "mfu-slow" and "MFU" in incident["playbook"]
+
+
+RAW = {"gpu_samples": "time", "training_steps": "time", "lineage_events": "time"}
+LATE = (pd.Timestamp("2026-11-30T00:57"), pd.Timestamp("2026-11-30T01:00"), pd.Timestamp("2026-11-30T01:20"))
+"""Hour 0's GPU samples from 00:57 to 01:00 arrive late: with the first tick after 01:20."""
+
+
+def arrive(con, since: pd.Timestamp, cut: pd.Timestamp) -> set:
+    """Move the held-back rows before `cut` (less hour 0's late samples before their time) into the tables; write
+    the step ends of the minutes from `since` (the last cut) as the training baselines do. The hours that received
+    rows."""
+    hours = set()
+    for table, column in RAW.items():
+        rows, params = f"{column} < $cut", {"cut": cut.to_pydatetime()}
+        if table == "gpu_samples" and cut < LATE[2]:
+            rows += f" AND NOT ({column} >= $late AND {column} < $until)"
+            params |= {"late": LATE[0].to_pydatetime(), "until": LATE[1].to_pydatetime()}
+        hours |= {h for (h,) in con.execute(f"SELECT DISTINCT time_bucket(INTERVAL 1 HOUR, {column}) FROM pending_{table} "
+                                            f"WHERE {rows}", params).fetchall()}
+        con.execute(f"INSERT INTO {table} SELECT * FROM pending_{table} WHERE {rows}", params)
+        con.execute(f"DELETE FROM pending_{table} WHERE {rows}", params)
+    first = since.floor("min").to_pydatetime()
+    sql.run(con, "baselines/step_ends", {"from": first, "end": cut.ceil("min").to_pydatetime(), "start": first})
+    return hours
+
+
+def test_live_ticks_write_from_the_first_changed_minute_and_leave_what_whole_hours_do(shapes, tmp_path):
+    """The badput shapes' rows arrive as a live cluster's do: each tick brings the rows up to a random second
+    (the step ends of their minutes written as the training baselines write them), and hour 0's last samples
+    arrive late, after hour 1 began. At each tick the hours that received rows are written the live way (from the
+    first minute whose inputs changed: assets/badput.write_hour) and, on a copy of the warehouse as it was, whole:
+    the rows and marks are the same every time, and the live ticks wrote less than whole hours."""
+    live = WarehouseResource(path=str(tmp_path / "live.duckdb"))
+    shutil.copy(shapes["warehouse"].path, live.path)
+    with live.connect() as con:
+        for table in RAW:
+            con.execute(f"CREATE TABLE pending_{table} AS SELECT * FROM {table}; DELETE FROM {table}")
+        con.execute("DELETE FROM step_ends; DELETE FROM badput_minutes; DELETE FROM badput_marks")
+    rng = random.Random(7)
+    begin = pd.Timestamp("2026-11-30T00:00")
+    cuts = sorted({begin + pd.Timedelta(seconds=rng.randrange(60, 7200)) for _ in range(14)}) + [begin + pd.Timedelta(hours=2)]
+    written = []
+    for tick, cut in enumerate(cuts):
+        with live.connect() as con:
+            hours = arrive(con, cuts[tick - 1] if tick else begin, cut)
+        for hour in sorted(hours):
+            whole = WarehouseResource(path=str(tmp_path / f"whole_{tick}.duckdb"))
+            shutil.copy(live.path, whole.path)
+            for warehouse, is_live in ((whole, False), (live, True)):
+                with warehouse.connect() as con, transaction(con):
+                    done = write_hour(con, hour, hour + timedelta(hours=1), BadputConfig(), peak_table(), live=is_live)
+            written.append((tick, hour, pd.Timestamp(done["written_from"])))
+            for table, order in (("badput_minutes", "run_id, minute"), ("badput_marks", "partition_start, run_id, minute")):
+                pd.testing.assert_frame_equal(q(live, f"SELECT * FROM {table} ORDER BY {order}"),
+                                              q(whole, f"SELECT * FROM {table} ORDER BY {order}"),
+                                              check_exact=True, obj=f"{table} at {written[-1]}")
+            Path(whole.path).unlink()
+    # not vacuous: every run and minute of the shapes written; hour 0 written again for its late samples, from them
+    assert len(q(live, "SELECT 1 FROM badput_minutes")) == len(q(shapes["warehouse"], "SELECT 1 FROM badput_minutes")) > 400
+    again = [w for t, h, w in written if h == begin and cuts[t] > LATE[2]]
+    assert again and again[0] > begin
+    assert sum(1 for _, h, w in written if w > h) >= len(written) // 2, written
+

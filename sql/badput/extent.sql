@@ -1,4 +1,4 @@
--- Badput, part 1 of 4: which (re)starts the partition sees and how far back it writes. Temp tables,
+-- Badput, part 1 of 5: which (re)starts the partition sees and how far back it writes. Temp tables,
 -- connection-local:
 --   bp_attempts  every (re)start of every run (run_started events)
 --   bp_rewrite   runs whose restart completed its first step in [$start, $end): the minutes since the

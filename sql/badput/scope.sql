@@ -1,4 +1,4 @@
--- Badput, part 2 of 4: what one hourly partition reads, from $read_from (sql/badput/extent.sql) on.
+-- Badput, part 2 of 5: what one hourly partition reads, from $read_from (sql/badput/extent.sql) on.
 -- Temp tables, connection-local:
 --   bp_rank_gpus the GPUs each run's step records name
 --   bp_slots     the GPU samples held by runs in the write window, one row per run, time and interval

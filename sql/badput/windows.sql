@@ -1,4 +1,4 @@
--- Badput, part 3 of 4: the run's timeline as windows, each with the categories its time goes to
+-- Badput, part 3 of 5: the run's timeline as windows, each with the categories its time goes to
 -- (category, weight; the weights of one window sum to 1), then the gaps between them.
 --   step            productive, less the data stall, slow-step and hang shares of the step (or all of it
 --                   wasted progress, if a later restart computed the step again)

@@ -1,11 +1,13 @@
--- Badput, part 4 of 4: each held sample's seconds split by how much of its interval each window
+-- Badput, part 5 of 5: each held sample's seconds split by how much of its interval each window
 -- covers, summed per run and minute, and written in place of the window's minutes. Spare GPUs (held
 -- by the run, used by no rank) are idle. productive is what is left, so the categories sum to the
--- allocated GPU-seconds exactly.
+-- allocated GPU-seconds exactly. Only the minutes written are split: before $start, and from $write_from
+-- (sql/badput/marks.sql) on.
 CREATE OR REPLACE TEMP TABLE bp_split AS
 WITH windows AS (SELECT * FROM bp_windows UNION ALL SELECT * FROM bp_gaps),
 slot AS (
     SELECT *, time + to_microseconds(CAST(slot_seconds * 1e6 AS BIGINT)) AS slot_end FROM bp_slots
+    WHERE minute < $start OR minute >= $write_from
 ),
 covered AS (
     SELECT s.run_id, s.time, w.category,
@@ -22,11 +24,19 @@ SELECT s.run_id, s.minute, s.time, s.rank_gpus, s.spare_gpus, s.gpu_name, s.slot
        s.rank_gpus * s.slot_seconds * o.seconds / greatest(t.covered, s.slot_seconds) AS gpu_seconds
 FROM bp_slots s
 LEFT JOIN covered o USING (run_id, time)
-LEFT JOIN totals t USING (run_id, time);
+LEFT JOIN totals t USING (run_id, time)
+WHERE s.minute < $start OR s.minute >= $write_from;
 
 DELETE FROM badput_minutes b
 WHERE b.minute < $end
-  AND (b.minute >= $start - INTERVAL 2 MINUTE OR EXISTS (SELECT 1 FROM bp_rewrite r WHERE r.run_id = b.run_id AND b.minute >= r.write_from));
+  AND ((b.minute >= $start - INTERVAL 2 MINUTE AND (b.minute < $start OR b.minute >= $write_from))
+       OR EXISTS (SELECT 1 FROM bp_rewrite r WHERE r.run_id = b.run_id AND b.minute >= r.write_from));
+
+-- the marks this run computed from; a restart's rewrite changed the minutes of earlier partitions: their next
+-- run writes whole
+DELETE FROM badput_marks WHERE partition_start = $start
+   OR (partition_start < $start AND partition_start + INTERVAL 1 HOUR > (SELECT min(write_from) FROM bp_rewrite));
+INSERT INTO badput_marks SELECT $start, run_id, minute, fingerprint FROM bp_marks;
 
 -- Sums are rounded to a micro-GPU-second: DuckDB's parallel sums differ in their last bits from run
 -- to run, and a re-run of a partition must leave identical rows.

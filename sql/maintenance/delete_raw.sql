@@ -10,3 +10,4 @@ DELETE FROM prediction_outcomes WHERE time < $raw_before;
 DELETE FROM quarantine WHERE partition_start < $raw_before;
 DELETE FROM ingest_offsets WHERE partition_start < $raw_before;
 DELETE FROM baseline_dirty WHERE partition_start < $raw_before;
+DELETE FROM badput_marks WHERE partition_start < $raw_before;     -- what badput computed them from (migration 170)
