@@ -31,8 +31,9 @@ from orchestration.storage import sql
 from orchestration.storage.warehouse import POOL, WarehouseResource, transaction
 
 STAGES = ("badput/scope", "badput/windows", "badput/marks", "badput/write")
-"""After sql/badput/extent.sql, in order; the stages that give a value the next ones take:"""
+"""After sql/badput/extent.sql, in order."""
 RESULTS = {"badput/extent": "read_from", "badput/marks": "write_from", "badput/write": "rows"}
+"""The parameter a stage's last statement gives the stages after it (`rows`: the caller)."""
 
 
 class BadputConfig(dg.Config):

@@ -235,7 +235,7 @@ def test_live_ticks_write_from_the_first_changed_minute_and_leave_what_whole_hou
                                               q(whole, f"SELECT * FROM {table} ORDER BY {order}"),
                                               check_exact=True, obj=f"{table} at {written[-1]}")
             Path(whole.path).unlink()
-    # not vacuous: every run and minute of the shapes written; hour 0 written again for its late samples, from them
+    # not vacuous: every run and minute of the shapes written; hour 0 written again for its late samples, not whole
     assert len(q(live, "SELECT 1 FROM badput_minutes")) == len(q(shapes["warehouse"], "SELECT 1 FROM badput_minutes")) > 400
     again = [w for t, h, w in written if h == begin and cuts[t] > LATE[2]]
     assert again and again[0] > begin
