@@ -3,6 +3,8 @@
 -- minute 55 of a 1,024-GPU hour). A row is the step's records in one minute: the medians the
 -- badput asset takes per step (sql/badput/scope.sql). A step whose records all lie in one minute is that row; the
 -- rest (ranks that straddle a minute, a minute a restart began in) are grouped from the records again there.
+-- The backfill below is sql/baselines/step_ends.sql's insert as of this version, over every retained record: a
+-- migration keeps the definition it was written with (as 155 did), so the two stay separate copies.
 ALTER TABLE step_ends ADD COLUMN step_seconds DOUBLE;
 ALTER TABLE step_ends ADD COLUMN data_seconds DOUBLE;
 ALTER TABLE step_ends ADD COLUMN model_flops_per_second DOUBLE;
