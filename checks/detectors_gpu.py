@@ -22,10 +22,10 @@ from checks.toolkit import (
     empty_findings,
     finding,
     findings_frame,
+    gpu_suspects,
     mark_stretches,
     num,
     timestamp,
-    with_gpu_id,
 )
 
 # NVML clock-event ("throttle") reason bits, named as nvidia-smi names them.
@@ -79,10 +79,12 @@ def _xid_detector(fatal: bool) -> Callable[[pd.DataFrame, Mapping[str, float]], 
     def detect(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
         if frame.empty:
             return empty_findings()
-        f = with_gpu_id(frame)
-        is_fatal = f["event_xid"].isin(FATAL_XIDS)
-        entry = f["xid_increase"].fillna(0).ge(thresholds["min_xid_increase"]) & (is_fatal if fatal else ~is_fatal)
-        f = mark_stretches(f, "entity_id", entry)
+        is_fatal = frame["event_xid"].isin(FATAL_XIDS)
+        f = gpu_suspects(frame, frame["xid_increase"].fillna(0).ge(thresholds["min_xid_increase"])
+                         & (is_fatal if fatal else ~is_fatal))
+        if f.empty:
+            return empty_findings()
+        f = mark_stretches(f, "entity_id", f["_entry"])
         rows = []
         for stretch, active in active_stretches(f):
             xids = sorted({int(x) for x in active["event_xid"].dropna()})
@@ -121,13 +123,14 @@ def gpu_ecc_error(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Da
     that (SEV1) signal rather than raising a second incident about the same memory."""
     if frame.empty:
         return empty_findings()
-    f = with_gpu_id(frame)
-    entry = (
-        f["uncorrected_increase"].fillna(0).ge(thresholds["min_uncorrected_increase"])
-        | f["remapped_uncorrectable_increase"].fillna(0).gt(0)
-        | f["pending_raised"].fillna(False).astype(bool)
-    ) & ~f["row_remap_failure"].fillna(False).astype(bool)   # that GPU is gpu_row_remap_failure's (SEV1)
-    f = mark_stretches(f, "entity_id", entry)
+    f = gpu_suspects(frame, (
+        frame["uncorrected_increase"].fillna(0).ge(thresholds["min_uncorrected_increase"])
+        | frame["remapped_uncorrectable_increase"].fillna(0).gt(0)
+        | frame["pending_raised"].fillna(False).astype(bool)
+    ) & ~frame["row_remap_failure"].fillna(False).astype(bool))   # that GPU is gpu_row_remap_failure's (SEV1)
+    if f.empty:
+        return empty_findings()
+    f = mark_stretches(f, "entity_id", f["_entry"])
     rows = []
     for stretch, active in active_stretches(f):
         last = active.iloc[-1]
@@ -154,8 +157,10 @@ def gpu_row_remap_failure(frame: pd.DataFrame, thresholds: Mapping[str, float]) 
     drained, reset or swapped."""
     if frame.empty:
         return empty_findings()
-    f = with_gpu_id(frame)
-    f = mark_stretches(f, "entity_id", f["row_remap_failure"].fillna(False).astype(bool), min_minutes=thresholds["min_minutes"])
+    f = gpu_suspects(frame, frame["row_remap_failure"].fillna(False).astype(bool))
+    if f.empty:
+        return empty_findings()
+    f = mark_stretches(f, "entity_id", f["_entry"], min_minutes=thresholds["min_minutes"])
     rows = []
     for stretch, active in active_stretches(f):
         rows.append(_gpu_finding(
@@ -180,15 +185,11 @@ def gpu_row_remap_failure(frame: pd.DataFrame, thresholds: Mapping[str, float]) 
 def _throttle(frame: pd.DataFrame, thresholds: Mapping[str, float], bits: int, hot: bool) -> pd.DataFrame:
     if frame.empty:
         return empty_findings()
-    f = with_gpu_id(frame)
-    mask = f["throttle_reasons"].fillna(0).astype(np.int64)
-    reason = (mask & bits) != 0
-    if hot:   # exporters without reason bits: a very hot GPU still counts
-        reason = reason | f["temperature_celsius"].ge(thresholds["hot_celsius"])
-    loaded = f["utilization_ratio"].ge(thresholds["min_utilization"])
+    f = gpu_suspects(frame, _throttled(frame, thresholds, bits, hot)[-1])
+    if f.empty:
+        return empty_findings()
+    reason, loaded, entry = _throttled(f, thresholds, bits, hot)
     f["clock_ratio"] = f["sm_clock_hertz"] / f["sm_clock_baseline"]
-    history = f["baseline_minutes"].ge(thresholds["min_baseline_minutes"]) & f["sm_clock_baseline"].gt(0)
-    entry = reason & loaded & history & f["clock_ratio"].le(1.0 - thresholds["min_clock_drop"])
     # Once open, the stretch lasts while the hardware keeps saying so: the trailing clock
     # baseline drifts down with a long throttle and must not close it. Minutes its run holds the GPU
     # without loading it (a checkpoint pause) cannot show a throttle either way: they neither
@@ -221,6 +222,18 @@ def _throttle(frame: pd.DataFrame, thresholds: Mapping[str, float], bits: int, h
     return findings_frame(rows)
 
 
+def _throttled(f: pd.DataFrame, thresholds: Mapping[str, float], bits: int, hot: bool) -> tuple[pd.Series, ...]:
+    """Per row: (a throttle reason of `bits` set, the GPU loaded, the stretch's entry: both with the clock down
+    `min_clock_drop` against a baseline of `min_baseline_minutes`)."""
+    reason = (f["throttle_reasons"].fillna(0).astype(np.int64) & bits) != 0
+    if hot:   # exporters without reason bits: a very hot GPU still counts
+        reason = reason | f["temperature_celsius"].ge(thresholds["hot_celsius"])
+    loaded = f["utilization_ratio"].ge(thresholds["min_utilization"])
+    history = f["baseline_minutes"].ge(thresholds["min_baseline_minutes"]) & f["sm_clock_baseline"].gt(0)
+    dropped = (f["sm_clock_hertz"] / f["sm_clock_baseline"]).le(1.0 - thresholds["min_clock_drop"])
+    return reason, loaded, reason & loaded & history & dropped
+
+
 def gpu_thermal_throttle(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
     """A loaded GPU slowed by heat: SW/HW thermal slowdown bits (or a temperature past
     `hot_celsius`) with its SM clock at least `min_clock_drop` below its own trailing baseline for
@@ -250,9 +263,10 @@ def gpu_idle_allocated(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
     idle GPU."""
     if frame.empty:
         return empty_findings()
-    f = with_gpu_id(frame)
-    idle = f["run_id"].notna() & f["utilization_ratio"].le(thresholds["max_utilization"])
-    others_busy = f["others_utilization"].ge(thresholds["min_others_utilization"]) & f["other_gpus"].ge(1)
+    f = gpu_suspects(frame, np.logical_and(*_idle(frame, thresholds)))
+    if f.empty:
+        return empty_findings()
+    idle, others_busy = _idle(f, thresholds)
     entry = idle & others_busy
     paused = idle & f["other_gpus"].ge(1) & ~others_busy
     # Once open it lasts while the GPU stays idle: a checkpoint save idles the others for a minute.
@@ -274,107 +288,7 @@ def gpu_idle_allocated(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
     return findings_frame(rows)
 
 
-def gpu_busy_low_power(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.DataFrame:
-    """A run whose GPUs look busy but do no work: utilization near 100% while power stays under
-    `max_power_ratio` of the limit and the tensor pipes idle (when profiled). That is NCCL kernels
-    spin-waiting in a collective that will not complete: a hang, or peers of a dead rank.
-
-    One finding per run (not per GPU), when at least `min_share` of the run's held GPUs spin for
-    `min_minutes`. Entering is judged from the GPU's own history where it has some: its trailing
-    draw while held was at working level (above `max_power_ratio` of the limit) and the power fell
-    to `max_power_drop` of it, so a workload that always draws little is not flagged. Where it has
-    none (watching began in the hang, or the trailing window is all hang), from physics alone: a
-    kernel doing work at full utilization, memory-bound included, draws well over a third of the
-    board's limit and keeps most SMs active, while a spin kernel draws little more than an idle
-    board (`max_cold_power_ratio`) on a few SMs (`max_spin_sm_active`, when profiled). A GPU whose
-    power limit is unknown is not judged: watts alone have no scale across models (150 W is an
-    idle H100 and a loaded L4).
-
-    Sooner, after `fast_min_minutes`, when two independent witnesses agree, history or none: EVERY
-    GPU the run holds spins at a spin's draw (<= `max_cold_power_ratio` of its limit) AND the run's
-    steps stopped (no step logged in the minute, nor for `stall_log_intervals` of its own logging
-    interval). A collective that will not complete holds every surviving rank; a checkpoint save's
-    barrier leaves the writer idle, a data stall leaves the GPUs idle, an inference server logs no
-    steps, a throttled run keeps stepping, so each falls to the `min_minutes` path or to none.
-    """
-    if frame.empty:
-        return empty_findings()
-    g = frame[frame["run_id"].notna()].copy()
-    if g.empty:
-        return empty_findings()
-    g["gpu"] = g["host"].astype(str) + ":" + g["gpu_index"].astype(int).astype(str)
-    for column in ("power_watts", "power_limit_watts", "power_watts_baseline", "tensor_active_ratio", "sm_active_ratio"):
-        g[column] = pd.to_numeric(g[column], errors="coerce")   # a source without the field: NaN, not None
-    limit = g["power_limit_watts"].where(g["power_limit_watts"] > 0)
-    power_ratio = g["power_watts"] / limit                   # NaN without a limit: not judged
-    g["spinning"] = (
-        g["utilization_ratio"].ge(thresholds["min_utilization"])
-        & power_ratio.le(thresholds["max_power_ratio"])
-        & (g["tensor_active_ratio"].isna() | g["tensor_active_ratio"].le(thresholds["max_tensor_active"]))
-    )
-    baseline = g["power_watts_baseline"]
-    worked = baseline.gt(thresholds["max_power_ratio"] * limit)   # its own loaded history testifies
-    from_history = worked & g["power_watts"].le(thresholds["max_power_drop"] * baseline)
-    from_physics = ~worked & (
-        power_ratio.le(thresholds["max_cold_power_ratio"]) | g["sm_active_ratio"].le(thresholds["max_spin_sm_active"])
-    )
-    g["dropped"] = g["spinning"] & (from_history | from_physics)
-    g["cold"] = g["spinning"] & from_physics
-    g["power_ratio"] = power_ratio
-    g["spin_draw"] = g["spinning"] & power_ratio.le(thresholds["max_cold_power_ratio"])
-    g["stalled"] = _steps_stalled(g, thresholds["stall_log_intervals"])
-    g["last_step"] = pd.to_datetime(g["run_last_step_time"]) if "run_last_step_time" in g.columns else pd.NaT
-    per_run = g.groupby(["run_id", "tick"], sort=True).agg(
-        gpus_held=("gpu", "size"), spinning=("spinning", "sum"), dropped=("dropped", "sum"), cold=("cold", "sum"),
-        utilization=("utilization_ratio", "mean"), power_ratio=("power_ratio", "mean"),
-        tensor=("tensor_active_ratio", "mean"), in_window=("in_window", "any"),
-        spin_draw=("spin_draw", "sum"), stalled=("stalled", "all"), last_step=("last_step", "max"),
-        **({"episode_last_seen": ("episode_last_seen", "first")} if "episode_last_seen" in g.columns else {}),
-    ).reset_index()
-    share = per_run["spinning"] / per_run["gpus_held"]
-    sustain = share.ge(thresholds["min_share"])
-    entry = sustain & (per_run["dropped"] / per_run["gpus_held"]).ge(thresholds["min_share"])
-    f = mark_stretches(per_run, "run_id", entry, sustain=sustain, min_minutes=thresholds["min_minutes"])
-    # the two witnesses together: every held GPU at a spin's draw and the steps stopped (a subset of
-    # `sustain`, so both marks share their stretches)
-    witnessed = per_run["spin_draw"].eq(per_run["gpus_held"]) & per_run["stalled"]
-    fast = mark_stretches(per_run, "run_id", witnessed & sustain, sustain=sustain,
-                          min_minutes=thresholds["fast_min_minutes"])
-    f["_fast"] = fast["_active"] & ~f["_active"]
-    f["_active"] = f["_active"] | fast["_active"]
-    spin = g[g["spinning"]]
-    rows = []
-    for stretch, active in active_stretches(f):
-        run_id = active["run_id"].iloc[0]
-        mine = spin[(spin["run_id"] == run_id) & spin["tick"].between(active["tick"].iloc[0], active["tick"].iloc[-1])]
-        gpus = sorted(set(mine["gpu"]))
-        rows.append(finding(
-            entity_id=run_id, onset=stretch["tick"].iloc[0] - MINUTE, detected_at=active["tick"].iloc[0],
-            last_seen=active["tick"].iloc[-1], run_id=run_id, hosts=sorted(set(mine["host"].astype(str))), gpus=gpus,
-            value=100 * active["power_ratio"].mean(), baseline=None, threshold=100 * thresholds["max_power_ratio"],
-            evidence={
-                "spinning_gpus": len(gpus),
-                "gpus_held": int(active["gpus_held"].max()),
-                "minutes": int(len(active)),
-                "utilization_pct": num(100 * active["utilization"].mean(), 1),
-                "power_pct_of_limit": num(100 * active["power_ratio"].mean(), 1),
-                "tensor_active_pct": num(100 * active["tensor"].mean(), 1),
-                "judged_by": "its GPUs' own history: power fell from a working draw"
-                             if (active["dropped"] > active["cold"]).any() else "physics: no loaded history to compare with",
-                "opened_by": f"every GPU at a spin's draw with its steps stopped for {thresholds['fast_min_minutes']:g} min"
-                             if active["_fast"].iloc[0] else f"{thresholds['min_minutes']:g} min of spinning",
-                "last_step": timestamp(active["last_step"].iloc[0]),
-            },
-        ))
-    return findings_frame(rows)
-
-
-def _steps_stalled(g: pd.DataFrame, log_intervals: float) -> pd.Series:
-    """Per row: its run logged no step in that minute, nor for `log_intervals` of its own logging
-    interval. False where the run logs no steps or its cadence is unknown (nothing to witness)."""
-    if "run_last_step_time" not in g.columns:
-        return pd.Series(False, index=g.index)
-    last = pd.to_datetime(g["run_last_step_time"])
-    silent = (pd.to_datetime(g["tick"]) - last).dt.total_seconds()
-    cadence = pd.to_numeric(g["log_interval_seconds"], errors="coerce")
-    return last.notna() & last.lt(pd.to_datetime(g["minute"])) & cadence.gt(0) & silent.ge(log_intervals * cadence)
+def _idle(f: pd.DataFrame, thresholds: Mapping[str, float]) -> tuple[pd.Series, pd.Series]:
+    """Per row: (the GPU held by a run and idle, the run's other GPUs busy)."""
+    return (f["run_id"].notna() & f["utilization_ratio"].le(thresholds["max_utilization"]),
+            f["others_utilization"].ge(thresholds["min_others_utilization"]) & f["other_gpus"].ge(1))

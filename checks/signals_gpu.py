@@ -7,6 +7,7 @@ are in docs/signals.md, "GPU signals".
 
 from checks import clearings as c
 from checks import detectors_gpu as d
+from checks import detectors_hang
 from checks.registry import REGISTRY, Signal
 
 _GPU = {"family": "gpu", "entity": "gpu", "owner": "platform", "asset": "gpu_baselines", "entity_column": "entity_id"}
@@ -158,7 +159,7 @@ REGISTRY.register(Signal(
     asset="gpu_baselines",
     inputs=(),
     query="detect/gpu_busy_low_power",
-    detector=d.gpu_busy_low_power,
+    detector=detectors_hang.gpu_busy_low_power,
     thresholds={
         "min_utilization": 0.9,        # "busy" as nvidia-smi sees it
         "max_power_ratio": 0.5,        # under half the power limit (training draws 65-85%)

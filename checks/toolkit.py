@@ -97,6 +97,25 @@ def with_gpu_id(frame: pd.DataFrame) -> pd.DataFrame:
     return prepare(f, "entity_id")
 
 
+def suspects(frame: pd.DataFrame, entry: pd.Series, keys: list[str]) -> pd.DataFrame:
+    """The rows of the entities (`keys`' values) a stretch can flag, with `entry` as column `_entry`: those
+    with an `entry` row or an episode carried in (`episode_last_seen`), since `mark_stretches` opens a stretch
+    on nothing else and marks each entity's rows apart. The others are dropped before they are sorted and
+    marked: a 1,024-GPU frame holds every minute of every GPU, most ticks none of them near a fault, and
+    preparing them all was most of a GPU check's cost and of its growth over the hour."""
+    entry = entry.fillna(False).astype(bool)
+    keep = entry | frame["episode_last_seen"].notna() if "episode_last_seen" in frame.columns else entry
+    if keep.any() and not keep.all():
+        keep = keep.groupby([frame[k] for k in keys], sort=False, dropna=False).transform("any").astype(bool)
+    return frame[keep].assign(_entry=entry[keep]) if keep.any() else frame.iloc[:0].assign(_entry=entry.iloc[:0])
+
+
+def gpu_suspects(frame: pd.DataFrame, entry: pd.Series) -> pd.DataFrame:
+    """`with_gpu_id` of the GPUs a stretch can flag (`suspects`): `_entry` holds `entry`; empty when none can."""
+    f = suspects(frame, entry, ["host", "gpu_index"])
+    return with_gpu_id(f) if not f.empty else f
+
+
 def rolling(f: pd.DataFrame, values: str | pd.Series, minutes: float, how: str, *, key: str = "run_id",
             time: str = "minute", closed: str = "left", by: pd.Series | None = None, **how_args) -> pd.Series:
     """Per entity (`key`, or the finer groups `by`), `how` (a pandas rolling method, called with

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from assets.baselines import replace_series
-from checks import detectors_gpu as d
+from checks import detectors_hang as hang
 from orchestration.storage import sql
 from tests.detector_frames import LIMIT, T0, gpu_frame, th, warehouse_of
 
@@ -47,7 +47,7 @@ ALL = {0, 1, 2, 3}
 
 @pytest.mark.parametrize("history", [True, False])
 def test_a_hang_opens_at_two_minutes_when_power_and_steps_agree(history):
-    (found,) = d.gpu_busy_low_power(frame([(20, 50, SPIN, ALL)], stop=20, history=history),
+    (found,) = hang.gpu_busy_low_power(frame([(20, 50, SPIN, ALL)], stop=20, history=history),
                                     th("gpu_busy_low_power")).to_dict("records")
     assert found["onset"] == T0 + pd.Timedelta(minutes=20)
     assert found["detected_at"] == T0 + pd.Timedelta(minutes=22)          # was 23: the 3-minute window
@@ -58,7 +58,7 @@ def test_a_hang_opens_at_two_minutes_when_power_and_steps_agree(history):
 def test_peers_of_a_dead_rank_open_at_two_minutes():
     """The dead rank's GPU is freed (no run id): every GPU the run still holds spins."""
     f = frame([(20, 50, SPIN, {0, 1, 3}), (20, 50, {**IDLE, "run_id": None}, {2})], stop=20)
-    (found,) = d.gpu_busy_low_power(f, th("gpu_busy_low_power")).to_dict("records")
+    (found,) = hang.gpu_busy_low_power(f, th("gpu_busy_low_power")).to_dict("records")
     assert found["detected_at"] == T0 + pd.Timedelta(minutes=22) and len(found["gpus"]) == 3
 
 
@@ -75,19 +75,19 @@ def test_peers_of_a_dead_rank_open_at_two_minutes():
     ("power-capped, stepping", [(20, 22, {**SPIN, "power_watts": 0.28 * LIMIT}, ALL)], None, 5.0),
 ])
 def test_look_alikes_do_not_open_at_two_minutes(case, changes, stop, log_every):
-    assert d.gpu_busy_low_power(frame(changes, stop=stop, log_every=log_every), th("gpu_busy_low_power")).empty, case
+    assert hang.gpu_busy_low_power(frame(changes, stop=stop, log_every=log_every), th("gpu_busy_low_power")).empty, case
 
 
 def test_the_same_two_minutes_with_the_steps_stopped_open():
     """The power-capped look-alike's numbers, with the step log silent: the two witnesses agree."""
     f = frame([(20, 22, {**SPIN, "power_watts": 0.28 * LIMIT}, ALL)], stop=20)
-    assert len(d.gpu_busy_low_power(f, th("gpu_busy_low_power"))) == 1
+    assert len(hang.gpu_busy_low_power(f, th("gpu_busy_low_power"))) == 1
 
 
 def test_a_spin_above_a_spins_draw_keeps_the_three_minute_window():
     """0.4 of the limit is below the run's own working draw (history) but not a spin's draw: 3 minutes."""
     f = frame([(20, 50, {**SPIN, "power_watts": 0.4 * LIMIT}, ALL)], stop=20)
-    (found,) = d.gpu_busy_low_power(f, th("gpu_busy_low_power")).to_dict("records")
+    (found,) = hang.gpu_busy_low_power(f, th("gpu_busy_low_power")).to_dict("records")
     assert found["detected_at"] == T0 + pd.Timedelta(minutes=23) and found["evidence"]["opened_by"] == "3 min of spinning"
 
 
@@ -118,5 +118,5 @@ def test_the_detect_sql_carries_the_step_witness(every, detected_after):
             replace_series(con, "training_steps", ("run_minutes",), start, start + pd.Timedelta("1h"), 30, live=False)
         f = sql.frame(con, "detect/gpu_busy_low_power", {"start": T0, "end": T0 + pd.Timedelta("1h"), **signal})
     assert f["log_interval_seconds"].iloc[0] == pytest.approx(every, rel=0.05)
-    (found,) = d.gpu_busy_low_power(f, signal).to_dict("records")
+    (found,) = hang.gpu_busy_low_power(f, signal).to_dict("records")
     assert found["onset"] == onset and found["detected_at"] == onset + pd.Timedelta(minutes=detected_after)

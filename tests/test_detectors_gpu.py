@@ -6,6 +6,7 @@ import pytest
 
 import checks.signals  # noqa: F401
 from checks import detectors_gpu as d
+from checks import detectors_hang as hang
 from checks.registry import REGISTRY
 from tests.detector_frames import BOOST, LIMIT, T0, counter_findings, gpu_frame, samples, th
 
@@ -180,13 +181,13 @@ def test_busy_low_power_opens_on_a_hang_already_in_progress_when_watching_starts
     none), so nothing can have fallen; the physics alone says spin."""
     baseline = 0.2 * LIMIT if history == "the hang" else None
     frame = run_frame(changes=[(-30, 60, {**HUNG, "power_watts_baseline": baseline}, {0, 1, 2, 3})])
-    (finding,) = d.gpu_busy_low_power(frame, th("gpu_busy_low_power")).to_dict("records")
+    (finding,) = hang.gpu_busy_low_power(frame, th("gpu_busy_low_power")).to_dict("records")
     assert finding["entity_id"] == "run-a" and len(finding["gpus"]) == 4 and finding["last_seen"] == T0 + pd.Timedelta(minutes=60)
     assert finding["evidence"]["judged_by"].startswith("physics")
 
 
 def test_busy_low_power_from_history_says_so():
-    (finding,) = d.gpu_busy_low_power(run_frame(changes=[(20, 50, SPIN, {0, 1, 2, 3})]), th("gpu_busy_low_power")).to_dict("records")
+    (finding,) = hang.gpu_busy_low_power(run_frame(changes=[(20, 50, SPIN, {0, 1, 2, 3})]), th("gpu_busy_low_power")).to_dict("records")
     assert finding["evidence"]["judged_by"].startswith("its GPUs' own history")
 
 
@@ -204,11 +205,11 @@ def test_busy_low_power_from_history_says_so():
     [(-30, 60, {**HUNG, "power_watts_baseline": 0.2 * LIMIT, "power_limit_watts": None}, {0, 1, 2, 3})],
 ])
 def test_busy_low_power_quiet_without_history_on_look_alikes(changes):
-    assert d.gpu_busy_low_power(run_frame(changes=changes), th("gpu_busy_low_power")).empty
+    assert hang.gpu_busy_low_power(run_frame(changes=changes), th("gpu_busy_low_power")).empty
 
 
 def test_busy_low_power_is_one_run_level_finding():
-    found = d.gpu_busy_low_power(run_frame(changes=[(20, 50, SPIN, {0, 1, 2, 3})]), th("gpu_busy_low_power"))
+    found = hang.gpu_busy_low_power(run_frame(changes=[(20, 50, SPIN, {0, 1, 2, 3})]), th("gpu_busy_low_power"))
     assert len(found) == 1
     row = found.iloc[0]
     assert row["entity_id"] == "run-a" and row["gpus"] == [f"node-0:{g}" for g in range(4)]
@@ -218,7 +219,7 @@ def test_busy_low_power_is_one_run_level_finding():
 
 def test_busy_low_power_flags_peers_spinning_after_a_dropout():
     frame = run_frame(changes=[(20, 50, SPIN, {0, 1, 3}), (20, 50, {**IDLE, "run_id": None}, {2})])
-    found = d.gpu_busy_low_power(frame, th("gpu_busy_low_power"))
+    found = hang.gpu_busy_low_power(frame, th("gpu_busy_low_power"))
     assert len(found) == 1 and found.iloc[0]["gpus"] == ["node-0:0", "node-0:1", "node-0:3"]
 
 
@@ -231,7 +232,7 @@ def test_busy_low_power_flags_peers_spinning_after_a_dropout():
     [(-30, 60, {**SPIN, "power_watts_baseline": 0.4 * LIMIT}, {0, 1, 2, 3})],                   # always like that
 ])
 def test_busy_low_power_quiet(changes):
-    assert d.gpu_busy_low_power(run_frame(changes=changes), th("gpu_busy_low_power")).empty
+    assert hang.gpu_busy_low_power(run_frame(changes=changes), th("gpu_busy_low_power")).empty
 
 
 def test_empty_frames_give_no_findings():
@@ -303,3 +304,45 @@ def test_small_scenario_hang_is_the_only_finding(small_home, resources, instance
     onset, detected = found[0][2], found[0][3]
     # 2 minutes: every GPU at a spin's draw and the steps stopped (tests/test_busy_low_power_fast.py)
     assert onset == pd.Timestamp("2026-11-30 00:50") and detected == pd.Timestamp("2026-11-30 00:52")
+
+
+# --- only the GPUs (runs) a stretch can flag are prepared: the same findings as with every one ----
+
+def test_suspects_change_no_finding_or_clearing_on_the_faults_scenario(faults_embedded, tmp_path, monkeypatch):
+    """faults.yaml's hours (GPU faults, a hang, episodes carried across hours) judged by every GPU signal as
+    the check step judges them, with the detectors preparing only the suspects (toolkit.suspects) and with
+    every GPU and run: the same findings and clearings, and some of each kind."""
+    import shutil
+
+    from checks import toolkit
+    from checks.asset_checks import judge_signal
+    from orchestration.storage.warehouse import WarehouseResource
+    from tests.helpers import FAULTS_FOLD_HOURS
+
+    path = tmp_path / "w.duckdb"
+    shutil.copy(faults_embedded["warehouse"], path)
+
+    def everyone(frame, entry, keys):
+        return frame.assign(_entry=entry.fillna(False).astype(bool))
+
+    def judged(con, signal, start) -> tuple[list, list]:
+        e = judge_signal(con, signal, start, start + pd.Timedelta("1h"))
+        return (e.rows["new_findings"].drop(columns="evidence").astype(str).values.tolist() + e.rows["new_findings"]["evidence"].tolist(),
+                e.rows["new_clearings"].astype(str).values.tolist())
+
+    signals = [s for s in REGISTRY if s.family == "gpu"]
+    flagged: set[str] = set()
+    with WarehouseResource(path=str(path)).connect() as con:
+        first = con.execute("SELECT min(minute) FROM gpu_minutes").fetchone()[0]
+        for hour in range(FAULTS_FOLD_HOURS):
+            start = pd.Timestamp(first).floor("h") + pd.Timedelta(hours=hour)
+            for signal in signals:
+                with monkeypatch.context() as patched:
+                    patched.setattr(toolkit, "suspects", everyone)
+                    patched.setattr(hang, "suspects", everyone)
+                    whole = judged(con, signal, start)
+                assert judged(con, signal, start) == whole, (signal.name, start)
+                if whole[0]:
+                    flagged.add(signal.name)
+    assert {"gpu_busy_low_power", "gpu_idle_allocated", "gpu_ecc_error", "gpu_row_remap_failure", "gpu_thermal_throttle",
+            "gpu_power_throttle"} <= flagged, flagged
