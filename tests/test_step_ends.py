@@ -6,7 +6,9 @@ The references are the queries with their step CTEs as they were (tests/fixtures
 busy_not_progressing's also with its ASOF join over every column, as it was): on scenarios with a hang, a rank
 dropout whose peers stall, and a run restarted from a checkpoint (its step numbers computed again by a second
 attempt), both give the same frame for every hour, row for row, with the default lookback and with one that begins
-inside the data (the queries floor a lookback to whole minutes: every default is one).
+inside the data (the queries floor a lookback to whole minutes: every default is one). busy_not_progressing sums
+its samples per GPU and minute before the ticks join them; the same frame as with every sample joined to each tick
+(tests/fixtures/busy_not_progressing_samples_per_tick.sql), on the scenarios and on samples at any microsecond.
 
 The badput asset takes each step's medians over its ranks from step_ends where the step lies in one minute
 (sql/badput/scope.sql); its steps equal the ones grouped from every rank's records (the step CTEs as they were,
@@ -17,6 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -29,6 +32,7 @@ from orchestration.definitions import resources_for
 from orchestration.storage import sql
 from orchestration.storage.warehouse import WarehouseResource
 from simulator import load_scenario, simulate
+from tests.detector_frames import warehouse_of
 from tests.helpers import SMALL, memory_instance
 
 REPO = Path(__file__).resolve().parent.parent
@@ -88,6 +92,51 @@ def test_the_stall_frame_from_step_ends_equals_the_one_from_every_ranks_records(
         assert set(found["entity_id"]) == {"llm-small"}
     else:                      # badput.yaml restarts a run from its checkpoint after its rank drops out
         assert attempts >= 2 and "crash-restart" in set(found["entity_id"])
+
+
+def per_sample(query: str) -> str:
+    """busy_not_progressing's `query` with each sample joined to every tick again (the reference)."""
+    return spliced(query, "), held AS (", "), runs AS (", "busy_not_progressing_samples_per_tick.sql")
+
+
+def assert_same_ticks(con, params: dict) -> pd.DataFrame:
+    """busy_not_progressing's frame equal to the per-sample reference's (utilization means to rounding: summed
+    per GPU and minute first, the floating-point sum runs in another order)."""
+    text = sql.sql_text("detect/busy_not_progressing")
+    now, before = sql.execute_text(con, text, params).df(), sql.execute_text(con, per_sample(text), params).df()
+    pd.testing.assert_frame_equal(now, before, rtol=1e-12, atol=0)
+    return now
+
+
+def test_the_stall_frame_sums_samples_per_gpu_and_minute_as_joining_each_to_its_ticks(home):
+    signal = REGISTRY.get("busy_not_progressing")
+    with home[1].connect(read_only=True) as con:
+        for key in HOURS:
+            start = datetime.strptime(key, "%Y-%m-%d-%H:%M")
+            frame = assert_same_ticks(con, {"start": start, "end": start + timedelta(hours=1), **signal.thresholds})
+            assert len(frame) > 50 and frame["samples"].gt(0).all()
+
+
+@pytest.mark.parametrize("window", [300.0, 90.0, 37.5])
+def test_the_stall_frame_sums_samples_at_any_time_as_joining_each_to_its_ticks(window):
+    """Samples at random microseconds, on whole minutes, a microsecond either side of them, some without a
+    utilization; windows of whole minutes and not."""
+    rng = np.random.default_rng(7)
+    start = datetime(2026, 11, 30, 1)
+    spread = rng.integers(-600_000_000, 3_600_000_000, 3000)
+    edges = np.repeat(np.arange(-10, 60) * 60_000_000, 3) + np.tile([-1, 0, 1], 70)
+    offsets = np.concatenate([spread, edges])
+    samples = pd.DataFrame({
+        "time": [start + timedelta(microseconds=int(o)) for o in offsets], "run_id": "r",
+        "host": rng.choice(["a", "b"], len(offsets)), "gpu_index": rng.integers(0, 4, len(offsets)),
+        "utilization_ratio": np.where(rng.random(len(offsets)) < 0.05, np.nan, rng.random(len(offsets))),
+        "source_file": "gpu.jsonl", "source_line": np.arange(len(offsets)),
+    })
+    signal = REGISTRY.get("busy_not_progressing")
+    with warehouse_of(gpu_samples=samples) as con:
+        frame = assert_same_ticks(con, {"start": start, "end": start + timedelta(hours=1),
+                                        **{**signal.thresholds, "util_window_seconds": window}})
+    assert len(frame) == 59   # 01:01 .. 01:59: the last tick, 02:00, is past the last sample
 
 
 def test_the_checkpoint_progress_frame_from_step_ends_equals_the_one_from_every_ranks_records(home):

@@ -12,14 +12,24 @@ WITH data_until AS (
     FROM gpu_samples
     WHERE run_id IS NOT NULL
       AND time >= $start - to_seconds($util_window_seconds) AND time < $end
+), held AS (     -- a sample counts at every tick whose trailing window holds it (time <= tick < time + window):
+                 -- from the first whole minute at or after it to the last before time + window. Summed per GPU
+                 -- and those two ticks, the ticks join a row per GPU and minute, not each of its samples
+    SELECT run_id, host, gpu_index, host || ':' || gpu_index AS gpu, first_tick, last_tick,
+           sum(utilization_ratio) AS utilization, count(utilization_ratio) AS utilized, count(*) AS samples
+    FROM (SELECT *, time_bucket(INTERVAL 1 MINUTE, time - INTERVAL 1 MICROSECOND) + INTERVAL 1 MINUTE AS first_tick,
+                 time_bucket(INTERVAL 1 MINUTE, time + to_seconds($util_window_seconds) - INTERVAL 1 MICROSECOND)
+                     AS last_tick
+          FROM samples)
+    GROUP BY run_id, host, gpu_index, first_tick, last_tick
 ), run_ticks AS (
     SELECT s.run_id, t.tick,
-           avg(s.utilization_ratio) AS utilization_mean,
-           count(*) AS samples,
+           sum(s.utilization) / nullif(sum(s.utilized), 0) AS utilization_mean,
+           CAST(sum(s.samples) AS BIGINT) AS samples,
            list(DISTINCT s.host ORDER BY s.host) AS hosts,
-           list(DISTINCT s.host || ':' || s.gpu_index ORDER BY s.host || ':' || s.gpu_index) AS gpus
+           list(DISTINCT s.gpu ORDER BY s.gpu) AS gpus
     FROM ticks t
-    JOIN samples s ON s.time > t.tick - to_seconds($util_window_seconds) AND s.time <= t.tick
+    JOIN held s ON t.tick BETWEEN s.first_tick AND s.last_tick
     WHERE t.tick <= (SELECT t FROM data_until)
     GROUP BY ALL
 ), runs AS (
