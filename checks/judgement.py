@@ -44,6 +44,7 @@ _SERVING = {"serving_latency_regression": ("ttft_p95_seconds",), "serving_latenc
 FIELDS: Mapping[str, tuple[str, ...]] = {**_TRAINING, **_GPU, **_DISTRIBUTED, **_SERVING}
 
 HISTORY_THRESHOLDS = ("min_baseline_minutes", "min_history_minutes")
+GRID_CELLS = 50_000_000   # the most entity x minute cells counted on a grid (bytes): larger frames sort their pairs
 JUDGEMENT_COLUMNS = ("signal", "partition_start", "entity_type", "entity_id", "minutes", "judged_minutes", "judged", "reason")
 
 
@@ -122,6 +123,10 @@ def judge(frame: pd.DataFrame, signal_name: str, entity: str, entity_column: str
     ok = failed == None  # noqa: E711
 
     def distinct_minutes(mask: np.ndarray) -> np.ndarray:
+        if n * width <= GRID_CELLS:   # an entity x minute grid: linear, where np.unique sorted the pairs
+            seen = np.zeros((n, width), dtype=bool)
+            seen[entity_code[mask], minute_code[mask]] = True
+            return seen.sum(axis=1)
         pairs = np.unique(entity_code[mask].astype(np.int64) * width + minute_code[mask])
         return np.bincount(pairs // width, minlength=n)
 

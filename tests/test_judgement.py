@@ -5,6 +5,7 @@ analyst views say so, so that silence from a detector that could not look is nev
 import html
 
 import pandas as pd
+import pytest
 
 from assets.baselines import series_params
 from checks import judgement
@@ -115,10 +116,14 @@ def _judge_one_by_one(frame, signal_name, entity, entity_column, thresholds):
     return pd.DataFrame(out, columns=["entity_type", "entity_id", "minutes", "judged_minutes", "judged", "reason"])
 
 
-def test_judging_every_entity_at_once_equals_judging_them_one_by_one():
-    """Random GPU frames (missing fields, short baselines, ties between reasons, lookback rows): the
-    judgements of judge() equal the per-entity reading, entity by entity."""
+@pytest.mark.parametrize("cells", [judgement.GRID_CELLS, 0], ids=["grid", "sorted pairs"])
+def test_judging_every_entity_at_once_equals_judging_them_one_by_one(cells, monkeypatch):
+    """Random GPU frames (missing fields, short baselines, ties between reasons, lookback rows, a GPU twice in
+    a minute): the judgements of judge() equal the per-entity reading, entity by entity, whether it counts
+    an entity's distinct minutes on a grid or from its sorted (entity, minute) pairs."""
     import numpy as np
+
+    monkeypatch.setattr(judgement, "GRID_CELLS", cells)
 
     signal = REGISTRY.get("gpu_thermal_throttle")
     rng = np.random.default_rng(7)
