@@ -30,6 +30,7 @@ from checks.toolkit import (
     missing,
     num,
     prepare,
+    suspects,
 )
 
 
@@ -81,12 +82,18 @@ def _rank_finding(stretch: pd.DataFrame, active: pd.DataFrame, value: float, bas
     )
 
 
-def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rank frame prepared per rank and tick (toolkit.prepare), with its `entity_id`."""
-    f = frame
-    if "entity_id" not in f.columns:
-        f = f.assign(entity_id=f["run_id"].astype(str) + "/rank-" + f["rank"].astype(int).astype(str))
-    return prepare(f, "entity_id")
+def _ranked(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of the rank frame with its `entity_id` ("<run>/rank-<r>"), in the frame's order."""
+    if "entity_id" in frame.columns:
+        return frame.copy()
+    return frame.assign(entity_id=frame["run_id"].astype(str) + "/rank-" + frame["rank"].astype(int).astype(str))
+
+
+def _suspects(f: pd.DataFrame, entry: pd.Series, **columns: pd.Series) -> pd.DataFrame:
+    """The ranks of `f` (`_ranked`, with the detector's per-row columns) a stretch can flag (toolkit.suspects:
+    an `entry` row or an episode carried in), prepared per rank and tick; `_entry` and `columns` ride along.
+    Peer medians are taken over every rank before: only marking the stretches is left to the suspects."""
+    return prepare(suspects(f.assign(**columns), entry, ["entity_id"]), "entity_id")
 
 
 def gpu_layer(active: pd.DataFrame) -> dict:
@@ -134,7 +141,7 @@ def straggler_rank(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.D
     """
     if frame.empty:
         return empty_findings()
-    f = _prepared(frame)
+    f = _ranked(frame)
     by_minute = [f["run_id"], f["minute"]]
     # a record without the breakdown (per-worker step times only): its step less its data time is its work
     data = f["data_seconds"].astype(float).fillna(0) if "data_seconds" in f.columns else 0.0
@@ -159,7 +166,10 @@ def straggler_rank(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.D
     sustain = f["peer_ratio"].ge(thresholds["exit_peer_ratio"]) & waiting & stepping
     # GPU-minutes the run loses per minute: each step, every GPU waits `extra` for this rank
     per_minute = np.minimum(f["steps_completed"].fillna(0) * extra.clip(lower=0), 60.0) * f["run_gpus"] / 60.0
-    f["lost_gpu_minutes"] = per_minute.where(entry, 0.0)
+    f = _suspects(f, entry, lost_gpu_minutes=per_minute.where(entry, 0.0), _sustain=sustain)
+    if f.empty:
+        return empty_findings()
+    entry, sustain = f["_entry"], f["_sustain"]
     entered = persisted(f, "entity_id", entry, f["lost_gpu_minutes"], thresholds["min_minutes"],
                         thresholds["min_short_minutes"], thresholds["min_lost_gpu_minutes"], thresholds["max_gap_minutes"],
                         support=f["steps_completed"], min_support=thresholds["min_short_steps"])
@@ -273,7 +283,7 @@ def rank_dropout(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Dat
     """
     if frame.empty:
         return empty_findings()
-    f = _prepared(frame)
+    f = _ranked(frame)
     limit = np.fmax(thresholds["min_silence_seconds"], thresholds["silence_factor"] * f["step_interval_seconds"].fillna(0))
     silence = (f["tick"] - f["last_step_time"]).dt.total_seconds()
     run_silence = (f["tick"] - f["run_last_step_time"]).dt.total_seconds()
@@ -282,10 +292,11 @@ def rank_dropout(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Dat
     gpu_known = f["host"].notna() & f["gpu_index"].notna()
     gpu_gone = gpu_known & ~f["gpu_held"].fillna(False).astype(bool)
     peers_held = (f["gpus_held"].fillna(0) - f["gpu_held"].fillna(False).astype(int)).ge(1)
-    f["silence_seconds"] = silence
-    f["limit_seconds"] = limit
-    entry = silent & (peers_go_on | (gpu_gone & peers_held))
-    f = mark_stretches(f, "entity_id", entry, min_minutes=thresholds["min_minutes"])
+    f = _suspects(f, silent & (peers_go_on | (gpu_gone & peers_held)), silence_seconds=silence, limit_seconds=limit,
+                  _peers_go_on=peers_go_on)
+    if f.empty:
+        return empty_findings()
+    f = mark_stretches(f, "entity_id", f["_entry"], min_minutes=thresholds["min_minutes"])
     rows = []
     for stretch, active in active_stretches(f):
         last = active.iloc[-1]
@@ -300,7 +311,7 @@ def rank_dropout(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Dat
             evidence={
                 "last_step_time": pd.Timestamp(active["last_step_time"].iloc[0]).isoformat(),
                 "silent_minutes": num(active["silence_seconds"].max() / 60, 1),
-                "peers_progressing": bool(peers_go_on[active.index].any()),
+                "peers_progressing": bool(active["_peers_go_on"].any()),
                 "peer_gpus_held": int(active["gpus_held"].max() - active["gpu_held"].fillna(False).astype(int).min()),
                 "gpu_state": gpu_state,
                 "gpu_utilization_pct": num(100 * active["gpu_utilization"].mean(), 1),
@@ -317,7 +328,7 @@ def gradient_skew(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Da
     its peers (its usual ratio adapts to a long skew)."""
     if frame.empty:
         return empty_findings()
-    f = _prepared(frame)
+    f = _ranked(frame)
     finite = f["grad_norm"].where(np.isfinite(f["grad_norm"].astype(float)))
     by_minute = [f["run_id"], f["minute"]]
     f["peer_grad_norm_loo"] = loo_median(finite, by_minute)
@@ -328,7 +339,10 @@ def gradient_skew(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> pd.Da
     enough = f["peers"].ge(thresholds["min_peers"]) & f["peer_grad_norm_loo"].gt(0)
     sustain = enough & np.log(f["ratio"]).abs().ge(log_limit)
     entry = sustain & np.log(f["skew"]).abs().ge(log_limit) & f["baseline_minutes"].ge(thresholds["min_baseline_minutes"])
-    f = mark_stretches(f, "entity_id", entry, sustain=sustain, min_minutes=thresholds["min_minutes"],
+    f = _suspects(f, entry, _sustain=sustain)
+    if f.empty:
+        return empty_findings()
+    f = mark_stretches(f, "entity_id", f["_entry"], sustain=f["_sustain"], min_minutes=thresholds["min_minutes"],
                        max_gap_minutes=thresholds["max_gap_minutes"])
     rows = []
     for stretch, active in active_stretches(f):

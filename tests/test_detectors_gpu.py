@@ -306,15 +306,16 @@ def test_small_scenario_hang_is_the_only_finding(small_home, resources, instance
     assert onset == pd.Timestamp("2026-11-30 00:50") and detected == pd.Timestamp("2026-11-30 00:52")
 
 
-# --- only the GPUs (runs) a stretch can flag are prepared: the same findings as with every one ----
+# --- only the GPUs (ranks, runs) a stretch can flag are prepared: the same findings as with every one ----
 
 def test_suspects_change_no_finding_or_clearing_on_the_faults_scenario(faults_embedded, tmp_path, monkeypatch):
-    """faults.yaml's hours (GPU faults, a hang, episodes carried across hours) judged by every GPU signal as
-    the check step judges them, with the detectors preparing only the suspects (toolkit.suspects) and with
-    every GPU and run: the same findings and clearings, and some of each kind."""
+    """faults.yaml's hours (GPU faults, a hang, a straggler, a rank dropout, episodes carried across hours) judged
+    by every GPU and distributed signal as the check step judges them, with the detectors preparing only the
+    suspects (toolkit.suspects) and with every GPU, rank and run: the same findings and clearings, and some of
+    each kind."""
     import shutil
 
-    from checks import toolkit
+    from checks import detectors_distributed, toolkit
     from checks.asset_checks import judge_signal
     from orchestration.storage.warehouse import WarehouseResource
     from tests.helpers import FAULTS_FOLD_HOURS
@@ -327,10 +328,11 @@ def test_suspects_change_no_finding_or_clearing_on_the_faults_scenario(faults_em
 
     def judged(con, signal, start) -> tuple[list, list]:
         e = judge_signal(con, signal, start, start + pd.Timedelta("1h"))
-        return (e.rows["new_findings"].drop(columns="evidence").astype(str).values.tolist() + e.rows["new_findings"]["evidence"].tolist(),
+        found = e.rows["new_findings"]
+        return (found.drop(columns="evidence").astype(str).values.tolist() + found["evidence"].tolist(),
                 e.rows["new_clearings"].astype(str).values.tolist())
 
-    signals = [s for s in REGISTRY if s.family == "gpu"]
+    signals = [s for s in REGISTRY if s.family in ("gpu", "distributed")]
     flagged: set[str] = set()
     with WarehouseResource(path=str(path)).connect() as con:
         first = con.execute("SELECT min(minute) FROM gpu_minutes").fetchone()[0]
@@ -338,11 +340,11 @@ def test_suspects_change_no_finding_or_clearing_on_the_faults_scenario(faults_em
             start = pd.Timestamp(first).floor("h") + pd.Timedelta(hours=hour)
             for signal in signals:
                 with monkeypatch.context() as patched:
-                    patched.setattr(toolkit, "suspects", everyone)
-                    patched.setattr(hang, "suspects", everyone)
+                    for module in (toolkit, hang, detectors_distributed):
+                        patched.setattr(module, "suspects", everyone)
                     whole = judged(con, signal, start)
                 assert judged(con, signal, start) == whole, (signal.name, start)
                 if whole[0]:
                     flagged.add(signal.name)
     assert {"gpu_busy_low_power", "gpu_idle_allocated", "gpu_ecc_error", "gpu_row_remap_failure", "gpu_thermal_throttle",
-            "gpu_power_throttle"} <= flagged, flagged
+            "gpu_power_throttle", "straggler_rank", "rank_dropout"} <= flagged, flagged
