@@ -10,6 +10,9 @@ Conventions (every `sql/detect` frame follows them):
   (an unflagged observed row between them ends it, unless `consecutive=False`); it is an *episode*
   once it has persisted (`mark_stretches`' `min_minutes`, or a detector's own qualification).
 - evidence numbers go through `num`: None for missing, an int at 0 digits, JSON-able always.
+- the GPU and distributed detectors compute their entry condition over the whole frame (peer medians over
+  every rank), then sort and mark only the entities a stretch can flag (`suspects`): their frames hold every
+  minute of every GPU or rank of the hour so far, and a fault touches a few.
 """
 
 from __future__ import annotations
