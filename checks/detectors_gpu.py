@@ -188,7 +188,7 @@ def _throttle(frame: pd.DataFrame, thresholds: Mapping[str, float], bits: int, h
     f = gpu_suspects(frame, _throttled(frame, thresholds, bits, hot)[-1])
     if f.empty:
         return empty_findings()
-    reason, loaded, entry = _throttled(f, thresholds, bits, hot)
+    reason, loaded, _ = _throttled(f, thresholds, bits, hot)   # `_entry`: gpu_suspects kept it
     f["clock_ratio"] = f["sm_clock_hertz"] / f["sm_clock_baseline"]
     # Once open, the stretch lasts while the hardware keeps saying so: the trailing clock
     # baseline drifts down with a long throttle and must not close it. Minutes its run holds the GPU
@@ -196,8 +196,8 @@ def _throttle(frame: pd.DataFrame, thresholds: Mapping[str, float], bits: int, h
     # sustain nor end it (bridged up to `max_gap_minutes`).
     observable = (loaded | f["run_id"].isna()).to_numpy()
     f = f[observable].reset_index(drop=True)
-    entry, reason, loaded = (s[observable].reset_index(drop=True) for s in (entry, reason, loaded))
-    f = mark_stretches(f, "entity_id", entry, sustain=reason & loaded, min_minutes=thresholds["min_minutes"],
+    reason, loaded = (s[observable].reset_index(drop=True) for s in (reason, loaded))
+    f = mark_stretches(f, "entity_id", f["_entry"], sustain=reason & loaded, min_minutes=thresholds["min_minutes"],
                        max_gap_minutes=thresholds.get("max_gap_minutes", 1.0))
     rows = []
     for stretch, active in active_stretches(f):
@@ -267,10 +267,9 @@ def gpu_idle_allocated(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
     if f.empty:
         return empty_findings()
     idle, others_busy = _idle(f, thresholds)
-    entry = idle & others_busy
     paused = idle & f["other_gpus"].ge(1) & ~others_busy
     # Once open it lasts while the GPU stays idle: a checkpoint save idles the others for a minute.
-    f = mark_stretches(f, "entity_id", entry, sustain=idle, min_minutes=thresholds["min_minutes"], unobservable=paused)
+    f = mark_stretches(f, "entity_id", f["_entry"], sustain=idle, min_minutes=thresholds["min_minutes"], unobservable=paused)
     rows = []
     for stretch, active in active_stretches(f):
         rows.append(_gpu_finding(

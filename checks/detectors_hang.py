@@ -48,17 +48,17 @@ def gpu_busy_low_power(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
     if frame.empty:
         return empty_findings()
     g = frame[frame["run_id"].notna()]
-    if thresholds["min_share"] > 0:   # a run none of whose GPUs spins in the frame cannot reach the share
-        g = suspects(g, _spinning(g, thresholds), ["run_id"])
+    spinning = _spinning(g, thresholds)
+    # a run none of whose GPUs spins in the frame cannot reach the share: only the others are grouped
+    g = suspects(g, spinning, ["run_id"]) if thresholds["min_share"] > 0 else g.assign(_entry=spinning)
     if g.empty:
         return empty_findings()
-    g = g.copy()
+    g = g.rename(columns={"_entry": "spinning"})
     g["gpu"] = g["host"].astype(str) + ":" + g["gpu_index"].astype(int).astype(str)
     for column in ("power_watts", "power_limit_watts", "power_watts_baseline", "tensor_active_ratio", "sm_active_ratio"):
         g[column] = pd.to_numeric(g[column], errors="coerce")   # a source without the field: NaN, not None
     limit = g["power_limit_watts"].where(g["power_limit_watts"] > 0)
     power_ratio = g["power_watts"] / limit                   # NaN without a limit: not judged
-    g["spinning"] = _spinning(g, thresholds)
     baseline = g["power_watts_baseline"]
     worked = baseline.gt(thresholds["max_power_ratio"] * limit)   # its own loaded history testifies
     from_history = worked & g["power_watts"].le(thresholds["max_power_drop"] * baseline)
