@@ -6,7 +6,8 @@ import duckdb
 import pytest
 
 from orchestration.config.service_config import ServiceConfigError
-from orchestration.storage.warehouse import THREADS_ENV, warehouse_for
+from orchestration.storage.raw_zone import VERSION_TAG
+from orchestration.storage.warehouse import THREADS_ENV, WarehouseResource, warehouse_for
 
 
 def _threads(home) -> list[int]:
@@ -45,3 +46,30 @@ def test_a_bad_setting_names_the_file(tmp_path, monkeypatch):
     (tmp_path / "service.yaml").write_text("warehouse:\n  threads: 0\n")
     with pytest.raises(ServiceConfigError, match="service.yaml.*threads"):
         warehouse_for(tmp_path)
+
+
+def _run_threads(home, tags: dict) -> int:
+    """The threads of a warehouse connection inside a run with `tags`, as an asset of the detect job opens it."""
+    import dagster as dg
+
+    seen = []
+
+    @dg.asset
+    def probe(warehouse: WarehouseResource) -> None:
+        with warehouse.connect() as con:
+            seen.append(int(con.execute("SELECT current_setting('threads')").fetchone()[0]))
+
+    assert dg.materialize([probe], resources={"warehouse": warehouse_for(home)}, tags=tags).success
+    return seen[0]
+
+
+@pytest.mark.parametrize("setting, live, other", [("", 1, 3), ("  live_threads: 2\n", 2, 3), ("  live_threads: 0\n", 3, 3)])
+def test_a_live_tick_s_run_uses_live_threads_and_every_other_run_threads(tmp_path, monkeypatch, setting, live, other):
+    """The raw-zone sensor's runs (tagged with their hour's data version) query with `warehouse.live_threads` (one by
+    default: a minute of new data beside the host's work); a backfill or the demo (no tag) with `warehouse.threads`."""
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    (tmp_path / "service.yaml").write_text("warehouse:\n  threads: 3\n" + setting)
+    assert _run_threads(tmp_path, {VERSION_TAG: "abc"}) == live
+    assert _run_threads(tmp_path, {}) == other
+    monkeypatch.setenv(THREADS_ENV, "4")   # the environment decides over both
+    assert _run_threads(tmp_path, {VERSION_TAG: "abc"}) == 4

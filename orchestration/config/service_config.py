@@ -21,6 +21,7 @@
       snapshot_days: 7            # ducklake: the daily maintenance expires snapshots older than this
       threads: 2                  # DuckDB's threads per query (default: one per core; a busy host may want
                                   # fewer); GOODPUT_DUCKDB_THREADS in a process's environment decides over it
+      live_threads: 1             # ... in a live tick's run (the raw-zone sensor's; default 1; 0: as threads)
     shards:                       # issue 21: host groups whose per-host work runs as partitions of its own
       - name: rack-a              # (docs/deploy.md); default: none, every partition is one hour
         hosts: ["node-0*", "node-1*"]   # host name patterns (`*`, `?`); a host belongs to the first
@@ -70,6 +71,7 @@ class WarehouseSettings(_Strict):
     conflict_retries: int = Field(20, ge=0)
     snapshot_days: float = Field(7.0, gt=0)
     threads: int | None = Field(None, ge=1)
+    live_threads: int = Field(1, ge=0)
 
     @model_validator(mode="after")
     def _lake_needs_catalog(self) -> WarehouseSettings:

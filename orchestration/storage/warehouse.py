@@ -41,12 +41,14 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 import tenacity
+from pydantic import PrivateAttr
 
 from orchestration import progress
 from orchestration.config.home import warehouse_path
 from orchestration.config.service_config import load_service_settings
 from orchestration.storage import attached, warehouse_lake
 from orchestration.storage.instance import POOL, free_dead_run_slots
+from orchestration.storage.raw_zone import VERSION_TAG
 from orchestration.storage.sql import SQL_ROOT
 from orchestration.storage.warehouse_retry import WarehouseConflict, conflict_retries, is_conflict, retry_conflicts
 
@@ -223,8 +225,16 @@ class WarehouseResource(dg.ConfigurableResource):
     threads: int = 0
     """DuckDB's threads per query (`warehouse.threads`); 0: DuckDB's default, one per core. The environment's
     GOODPUT_DUCKDB_THREADS, where set, decides for every process of a host (a busy host, a test run)."""
+    live_threads: int = 1
+    """DuckDB's threads per query in a live tick's run (the raw-zone sensor's, tagged VERSION_TAG: a minute of new
+    data, beside the host's own work); 0: as `threads`. One by default: a tick's queries are small, and spread over
+    the cores they cost ~15% more CPU-seconds for the same work, more the further into the hour (BENCHMARKS.md
+    section 53); backfills, the demo and analysts keep `threads`. GOODPUT_DUCKDB_THREADS decides over it too."""
+    _live: bool = PrivateAttr(default=False)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        run = context.dagster_run
+        self._live = run is not None and VERSION_TAG in run.tags
         # Start-up check: a run killed while it held the pool slot must not block this one.
         log = context.log or logging.getLogger(__name__)
         try:
@@ -234,6 +244,11 @@ class WarehouseResource(dg.ConfigurableResource):
             return
         for slot in freed:
             log.warning(slot.line())
+
+    @property
+    def query_threads(self) -> int:
+        """This run's DuckDB threads per query: `live_threads` in a live tick's run (when set), else `threads`."""
+        return self.live_threads if self._live and self.live_threads > 0 else self.threads
 
     @contextlib.contextmanager
     def connect(self, read_only: bool = False, wait_seconds: float | None = None,
@@ -252,7 +267,7 @@ class WarehouseResource(dg.ConfigurableResource):
             path.parent.mkdir(parents=True, exist_ok=True)
         in_step = not read_only and wait_seconds is None
         handle = self._open(path, read_only, self.lock_wait_seconds if wait_seconds is None else wait_seconds,
-                            {**(ANALYST_CONFIG if analyst else {}), **duckdb_threads(self.threads)},
+                            {**(ANALYST_CONFIG if analyst else {}), **duckdb_threads(self.query_threads)},
                             self if in_step else None, analyst)
         con = handle.con
         try:
@@ -274,11 +289,11 @@ class WarehouseResource(dg.ConfigurableResource):
         """A connection to the process's DuckDB with the lake attached as its default catalog; no pool, no
         file lock: a commit conflict in a step becomes `WarehouseConflict` (the step is retried with backoff)."""
         if analyst:   # its settings are locked: a database of its own (lock_configuration is per database)
-            con, state = duckdb.connect(":memory:", config=duckdb_threads(self.threads)), {"migrated": True}
+            con, state = duckdb.connect(":memory:", config=duckdb_threads(self.query_threads)), {"migrated": True}
             warehouse_lake.attach(con, self.catalog, self.data_path, read_only=True)
         else:
             con, state = warehouse_lake.open_lake(self.catalog, self.data_path, read_only=read_only,
-                                                  config=duckdb_threads(self.threads))
+                                                  config=duckdb_threads(self.query_threads))
         try:
             con.execute("SET TimeZone = 'UTC'")
             if not read_only and not state["migrated"]:   # once per process: the schema moves with the code
@@ -373,4 +388,4 @@ def warehouse_for(home: Path) -> WarehouseResource:
     settings = load_service_settings(Path(home)).warehouse
     return WarehouseResource(path=str(warehouse_path(Path(home))), backend=settings.backend, catalog=settings.catalog or "",
                              data_path=settings.data_path or "", conflict_retries=settings.conflict_retries,
-                             threads=settings.threads or 0)
+                             threads=settings.threads or 0, live_threads=settings.live_threads)
