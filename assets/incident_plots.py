@@ -3,19 +3,24 @@
 For the runs with open incidents (or, when none is open, the run of the latest incident) it draws
 loss, step time and grad norm with the incident windows shaded, and the step time per rank, and
 attaches them as markdown metadata (inline PNGs), so an operator opening the asset sees the run.
-It materializes only when the incidents it would draw changed: the fold runs every few minutes,
-and unchanged pictures would only grow the event log.
+It materializes when the incidents it would draw changed (one opened, escalated, resolved), and while they
+stay the same only once their series reach `REDRAW_MINUTES` past the pictures it drew last (`drawn_through`
+in its metadata): the fold runs after every live tick, an open incident's last minute moves at each, and
+drawing its runs again every minute was ~1.9 CPU-s of a 1,024-GPU tick's ~8 (BENCHMARKS.md section 53).
 """
 
 import hashlib
 
 import dagster as dg
+import pandas as pd
 
 from orchestration.storage import sql
 from orchestration.storage.warehouse import POOL, WarehouseResource
 
 MAX_RUNS = 3
 DPI = 60  # small pictures: they live in the event log
+REDRAW_MINUTES = 10
+"""The same incidents are drawn again once their series reach this far past the last pictures."""
 
 
 @dg.asset(
@@ -28,12 +33,16 @@ DPI = 60  # small pictures: they live in the event log
 def incident_plots(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
     """Plots of the runs with open incidents (else the latest incident's run): loss, step time and
     grad norm per minute with the incident windows shaded, and step time per rank (a straggler is
-    the line above its peers). Materialized only when those incidents changed."""
+    the line above its peers). Materialized when those incidents changed, or their series moved
+    `REDRAW_MINUTES` past the last pictures."""
     with warehouse.connect() as con:
         runs = sql.frame(con, "report/runs_to_plot", {"limit": MAX_RUNS})
-        fingerprint = hashlib.sha1(runs.to_csv(index=False).encode()).hexdigest()[:16]
-        if fingerprint == _last_fingerprint(context):
-            context.log.info("incidents to plot unchanged; keeping the latest pictures")
+        fingerprint = hashlib.sha1(runs[["run_id", "state"]].to_csv(index=False).encode()).hexdigest()[:16]
+        through = runs["last_seen"].max() if not runs.empty else None
+        last, drawn = _last_pictures(context)
+        if fingerprint == last and (pd.isna(through) or drawn is not None
+                                    and through < drawn + pd.Timedelta(minutes=REDRAW_MINUTES)):
+            context.log.info(f"incidents to plot unchanged since the pictures drawn through {drawn}; keeping them")
             return
         frames = {
             run_id: {name: sql.frame(con, f"report/{name}", {"run_id": run_id})
@@ -42,7 +51,8 @@ def incident_plots(context: dg.AssetExecutionContext, warehouse: WarehouseResour
         }
     from orchestration.plots import markdown_image, rank_plot, run_plot  # matplotlib: ~0.6 s to import, only to draw
 
-    metadata: dict = {"fingerprint": fingerprint, "runs": dg.MetadataValue.json(list(runs["run_id"]))}
+    metadata: dict = {"fingerprint": fingerprint, "runs": dg.MetadataValue.json(list(runs["run_id"])),
+                      "drawn_through": "" if pd.isna(through) else str(pd.Timestamp(through))}
     for run_id, f in frames.items():
         windows = f["run_incidents"]
         titles = "; ".join(f"{r.tier} {r.title} ({r.status})" for r in windows.itertuples())
@@ -58,10 +68,12 @@ def incident_plots(context: dg.AssetExecutionContext, warehouse: WarehouseResour
     yield dg.MaterializeResult(metadata=metadata)
 
 
-def _last_fingerprint(context: dg.AssetExecutionContext) -> str | None:
+def _last_pictures(context: dg.AssetExecutionContext) -> tuple[str | None, pd.Timestamp | None]:
+    """The latest pictures' fingerprint and how far their series reached (None, None: none drawn)."""
     event = context.instance.get_latest_materialization_event(context.asset_key)
     if event is None or event.asset_materialization is None:
-        return None
-    value = event.asset_materialization.metadata.get("fingerprint")
-    return getattr(value, "value", None) if value is not None else None
+        return None, None
+    meta = event.asset_materialization.metadata
+    fingerprint, through = (getattr(meta.get(k), "value", None) for k in ("fingerprint", "drawn_through"))
+    return fingerprint, pd.Timestamp(through) if through else None
 

@@ -107,6 +107,32 @@ def test_incident_plots_asset_attaches_the_pictures_and_skips_when_nothing_chang
         assert again.success and again.asset_materializations_for_node("incident_plots") == []
 
 
+def test_incident_plots_of_an_open_incident_are_drawn_again_every_redraw_minutes_or_when_it_changes(home, tmp_path):
+    """An open incident's last minute moves at every live tick: its pictures are drawn again once its series reach
+    REDRAW_MINUTES past the last ones, not at each; a change of the incidents themselves (here, resolved) at once."""
+    from assets.incident_plots import REDRAW_MINUTES, incident_plots
+
+    copy = tmp_path / "home"
+    shutil.copytree(home, copy, ignore=shutil.ignore_patterns("dagster"))
+    resources = resources_for(copy)
+
+    def drawn(instance, sql: str | None = None) -> bool:
+        if sql:
+            with resources["warehouse"].connect() as con:
+                con.execute(sql)
+        done = dg.materialize([incident_plots], resources=resources, instance=instance)
+        return len(done.asset_materializations_for_node("incident_plots")) == 1
+
+    later = "UPDATE incidents SET last_seen = last_seen + INTERVAL {} MINUTE WHERE run_id = 'llm-small'"
+    with memory_instance() as instance:
+        assert drawn(instance, "UPDATE incidents SET status = 'open', resolved = NULL WHERE run_id = 'llm-small'")
+        assert not drawn(instance, later.format(1))
+        assert not drawn(instance, later.format(REDRAW_MINUTES - 2))   # REDRAW_MINUTES - 1 past the pictures
+        assert drawn(instance, later.format(1))                         # REDRAW_MINUTES past them
+        assert not drawn(instance)
+        assert drawn(instance, "UPDATE incidents SET status = 'resolved' WHERE run_id = 'llm-small'")
+
+
 # --------------------------------------------------------------------------- the plots, pure
 
 MINUTES = pd.date_range("2026-11-30 00:00", periods=120, freq="min")

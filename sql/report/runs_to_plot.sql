@@ -1,10 +1,11 @@
 -- The runs incident_plots draws: those with open incidents, most recent first; when none is open,
--- the run of the latest incident. `state` identifies the picture (its incidents, status, last seen).
+-- the run of the latest incident. `state` identifies the picture's incidents (ids, tiers, status); `last_seen`,
+-- how far its series reach (assets/incident_plots.py redraws an unchanged state only as that moves on).
 WITH ranked AS (
     SELECT run_id,
            bool_or(status = 'open') AS has_open,
            max(last_seen)           AS last_seen,
-           string_agg(incident_id || ':' || status || ':' || CAST(last_seen AS VARCHAR), ',' ORDER BY incident_id) AS state
+           string_agg(incident_id || ':' || tier || ':' || status, ',' ORDER BY incident_id) AS state
     FROM incidents
     WHERE run_id IS NOT NULL
     GROUP BY run_id
