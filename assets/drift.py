@@ -13,6 +13,11 @@ evidently (DataDriftPreset) still renders the HTML report, on a deterministic sa
 `max_rows` rows per side, saved under GOODPUT_HOME/reports/drift/<endpoint>/<version>/<hour>.html.
 The per-column scores land in `drift_scores` (the `drift_history` view), which the input_drift and
 prediction_drift checks read.
+
+A live tick (the raw-zone sensor's run, every minute) scores every window again but keeps a window's report
+while its verdicts and reference hold and its rows have not doubled since the report was drawn (`report_rows`,
+sql/migrations/175_drift_report_rows.sql): evidently's import (~3 CPU-s a process) and report (~0.8 a window)
+were most of an inference host's tick. Every other run (a backfill, the demo) draws every report.
 """
 
 import json
@@ -28,6 +33,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from assets.baselines import is_live
 from orchestration.partitions import hourly, window_params
 from orchestration.storage import sql
 from orchestration.storage.warehouse import POOL, WarehouseResource, transaction
@@ -37,6 +43,7 @@ DRIFT_COLUMNS = (
     "endpoint", "model_version", "hour", "kind", "column_name", "column_type", "method", "score", "threshold",
     "drifted", "current_rows", "reference_rows", "current_sampled", "reference_sampled", "current_mean",
     "reference_mean", "reference_start", "reference_end", "reference_source", "report_path", "noise", "margin",
+    "report_rows",
 )
 METHODS = {"num": "wasserstein", "cat": "jensenshannon"}   # what sql/quality/drift_stats.sql computes
 
@@ -206,28 +213,43 @@ def verdicts(stats: pd.DataFrame, config: DriftConfig) -> pd.DataFrame:
     })
 
 
+def kept_report(drawn: dict | None, w: Window, scores: pd.DataFrame, reports: Path) -> bool:
+    """Whether a live tick keeps window `w`'s report as `drawn` (its row of sql/quality/drawn_reports.sql): the
+    file is there, the reference is the one it compared with, the drifted columns are the last run's, and the
+    window's rows have not doubled since it was drawn."""
+    return (drawn is not None and (reports.parent / drawn["report_path"]).is_file()
+            and (pd.Timestamp(drawn["reference_start"]), pd.Timestamp(drawn["reference_end"]))
+            == (pd.Timestamp(w.reference_start), pd.Timestamp(w.reference_end))
+            and sorted(scores.loc[scores["drifted"], "column_name"]) == list(drawn["drifted"])
+            and w.current_rows < 2 * drawn["report_rows"])
+
+
 def drift_window(con: duckdb.DuckDBPyConnection, w: Window, hour: datetime, config: DriftConfig,
-                 reports: Path | None) -> pd.DataFrame:
-    """Score one window on all rows in DuckDB; render evidently's report of a sample when `reports`."""
+                 reports: Path | None, drawn: dict | None = None) -> pd.DataFrame:
+    """Score one window on all rows in DuckDB; render evidently's report of a sample when `reports`, unless
+    `drawn` (a live tick's: the report as the last run left it) may be kept (`kept_report`)."""
     stats = sql.frame(con, "quality/drift_stats", {
         "endpoint": w.endpoint, "version": w.model_version, "current_start": w.current_start, "current_end": w.current_end,
         "reference_start": w.reference_start, "reference_end": w.reference_end, "reference_version": w.reference_version})
     scores = verdicts(stats, config)
-    report_path, sampled = None, (0, 0)
-    if reports is not None:
+    report_path, sampled, report_rows = None, (0, 0), None
+    if reports is not None and kept_report(drawn, w, scores, reports):
+        report_path, report_rows = drawn["report_path"], int(drawn["report_rows"])
+        sampled = (int(drawn["current_sampled"]), int(drawn["reference_sampled"]))
+    elif reports is not None:
         current = sample(con, w.endpoint, w.model_version, w.current_start, w.current_end, config.max_rows)
         reference = sample(con, w.endpoint, w.reference_version, w.reference_start, w.reference_end, config.max_rows)
         _, snapshot = evidently_drift(current, reference, config)
         relative = Path("reports", "drift", _safe(w.endpoint), _safe(w.model_version), f"{hour:%Y-%m-%dT%H}.html")
         _save_html(snapshot, reports.parent / relative)
-        report_path, sampled = relative.as_posix(), (len(current), len(reference))
+        report_path, sampled, report_rows = relative.as_posix(), (len(current), len(reference)), w.current_rows
     return scores.assign(
         endpoint=w.endpoint, model_version=w.model_version, hour=pd.Timestamp(hour),
         kind=scores["column_name"].map(lambda c: "prediction" if c in PREDICTION_COLUMNS else "input"),
         current_rows=w.current_rows, reference_rows=w.reference_rows,
         current_sampled=sampled[0], reference_sampled=sampled[1],
         reference_start=w.reference_start, reference_end=w.reference_end, reference_source=w.reference_source,
-        report_path=report_path,
+        report_path=report_path, report_rows=report_rows,
     )[list(DRIFT_COLUMNS)]
 
 
@@ -249,10 +271,16 @@ def _save_html(snapshot, target: Path) -> None:
 
 
 def compute_drift(con: duckdb.DuckDBPyConnection, start: datetime, end: datetime, config: DriftConfig,
-                  reports: Path | None) -> pd.DataFrame:
-    """Drift scores of every judged window of [start, end) (reports written under `reports`)."""
+                  reports: Path | None, live: bool = False) -> pd.DataFrame:
+    """Drift scores of every judged window of [start, end) (reports written under `reports`; a `live` tick keeps
+    the reports it may, `kept_report`)."""
     check_methods(config)
-    frames = [drift_window(con, w, start, config, reports) for w in windows(con, start, end, config)]
+    drawn = {}
+    if live and reports is not None:
+        found = sql.frame(con, "quality/drawn_reports", {"start": start})
+        drawn = {(r["endpoint"], r["model_version"]): r for r in found.to_dict("records")}
+    frames = [drift_window(con, w, start, config, reports, drawn.get((w.endpoint, w.model_version)))
+              for w in windows(con, start, end, config)]
     frames = [f for f in frames if not f.empty]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(DRIFT_COLUMNS))
 
@@ -271,7 +299,7 @@ def drift_reports(context: dg.AssetExecutionContext, config: DriftConfig, wareho
     params = window_params(context.partition_time_window)
     reports = reports_root(warehouse) if config.write_reports else None
     with warehouse.connect() as con:
-        scores = compute_drift(con, params["start"], params["end"], config, reports)
+        scores = compute_drift(con, params["start"], params["end"], config, reports, is_live(context))
         with transaction(con, new_drift_scores=scores):
             sql.run(con, "quality/replace_drift", params)
         history = sql.frame(con, "quality/drift_over_time", {"end": params["end"], "hours": 24})

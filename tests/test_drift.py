@@ -125,6 +125,54 @@ def test_drift_reports_materialization_shows_drift_over_time(drifted):
     assert any(key.startswith("report reports/drift/chat-api/chat-base/") for key in metadata)
 
 
+def test_a_live_tick_keeps_a_report_until_its_verdicts_change_or_its_rows_double(drifted, tmp_path, monkeypatch):
+    """A live tick scores every window again but draws its evidently report again only when the drifted columns
+    changed or the window's rows doubled since the report was drawn; every other run draws it."""
+    import shutil
+    from datetime import datetime
+
+    from assets import drift
+    from orchestration.storage.warehouse import WarehouseResource
+
+    home = tmp_path / "home"
+    shutil.copytree(drifted[0], home, ignore=shutil.ignore_patterns("dagster"))
+    warehouse = WarehouseResource(path=str(home / "warehouse.duckdb"))
+    report = home / "reports" / "drift" / "chat-api" / "chat-base" / "2026-11-30T02.html"
+    drawn = []
+    real = drift.evidently_drift
+    monkeypatch.setattr(drift, "evidently_drift", lambda *a: drawn.append(1) or real(*a))
+
+    def tick(live: bool = True, change: str | None = None):
+        with warehouse.connect() as con:
+            if change:
+                con.execute(change)
+            scores = drift.compute_drift(con, datetime(2026, 11, 30, 2), datetime(2026, 11, 30, 3), drift.DriftConfig(),
+                                         home / "reports", live)
+            con.execute("DELETE FROM drift_scores WHERE hour = '2026-11-30 02:00'")
+            con.execute("INSERT INTO drift_scores BY NAME SELECT * FROM scores")   # as the asset stores them
+        return scores
+
+    stored = tick(live=False)                     # a whole-hour run draws it
+    assert len(drawn) == 1 and set(stored["report_rows"]) == set(stored["current_rows"]) and report.is_file()
+    assert stored["drifted"].any()
+    kept = tick()                                  # nothing changed: kept, the scores computed again
+    assert len(drawn) == 1
+    assert kept.drop(columns="report_rows").equals(stored.drop(columns="report_rows"))
+    assert list(kept["report_rows"]) == list(stored["report_rows"])
+    rows = int(stored["current_rows"].iloc[0])
+    tick(change=f"UPDATE drift_scores SET report_rows = {rows // 2 + 1}")   # drawn with just over half the rows
+    assert len(drawn) == 1
+    tick(change=f"UPDATE drift_scores SET report_rows = {rows // 2}")       # the rows doubled since: drawn again
+    assert len(drawn) == 2
+    tick(change="UPDATE drift_scores SET drifted = NOT drifted WHERE column_name = 'prompt_tokens'")   # a verdict moved
+    assert len(drawn) == 3
+    report.unlink()
+    tick()                                         # the file is gone: drawn again
+    assert len(drawn) == 4 and report.is_file()
+    tick(live=False)                               # every other run draws every report
+    assert len(drawn) == 5
+
+
 def test_bench_drift_quick_runs_and_prints_its_table(tmp_path):
     import subprocess
     import sys

@@ -228,8 +228,9 @@ class WarehouseResource(dg.ConfigurableResource):
     live_threads: int = 1
     """DuckDB's threads per query in a live tick's run (the raw-zone sensor's, tagged VERSION_TAG: a minute of new
     data, beside the host's own work); 0: as `threads`. One by default: a tick's queries are small, and spread over
-    the cores they cost ~15% more CPU-seconds for the same work, more the further into the hour (BENCHMARKS.md
-    section 53); backfills, the demo and analysts keep `threads`. GOODPUT_DUCKDB_THREADS decides over it too."""
+    two cores a 1,024-GPU replay's ticks cost 13-18% more CPU-seconds for the same work and the same detection
+    delays (BENCHMARKS.md section 53); backfills, the demo and analysts keep `threads`. GOODPUT_DUCKDB_THREADS
+    decides over it too."""
     _live: bool = PrivateAttr(default=False)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
