@@ -16,8 +16,9 @@ prediction_drift checks read.
 
 A live tick (the raw-zone sensor's run, every minute) scores every window again but keeps a window's report
 while its verdicts and reference hold and its rows have not doubled since the report was drawn (`report_rows`,
-sql/migrations/175_drift_report_rows.sql): evidently's import (~3 CPU-s a process) and report (~0.8 a window)
-were most of an inference host's tick. Every other run (a backfill, the demo) draws every report.
+sql/migrations/175_drift_report_rows.sql): each tick's run is a fresh process, and drawing cost it evidently's
+import (~3 CPU-s) and ~0.8 CPU-s a window (BENCHMARKS.md section 53). Every other run (a backfill, the demo)
+draws every report.
 """
 
 import json
