@@ -26,7 +26,7 @@ import pandas as pd
 from orchestration.partitions import hourly, naive_utc
 from orchestration.shards import Shard
 from orchestration.storage import sql
-from orchestration.storage.raw_zone import VERSION_TAG
+from orchestration.storage.raw_zone import is_live_run
 from orchestration.storage.warehouse import POOL, WarehouseResource, transaction
 
 
@@ -99,7 +99,7 @@ GPU_SERIES = ("gpu_minutes", "gpu_counter_minutes")   # what the GPU baselines w
 
 def is_live(context: dg.AssetExecutionContext) -> bool:
     """A run the raw-zone sensor requested for new data (not a backfill or a materialization)."""
-    return VERSION_TAG in context.run.tags
+    return is_live_run(context.run.tags)
 
 
 def _this_and_previous_hour(asset: str) -> dg.AssetDep:

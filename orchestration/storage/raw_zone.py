@@ -24,6 +24,12 @@ VERSION_TAG = "goodput/data_version"
 live run, which recomputes only what changed: assets/baselines.py)."""
 
 
+def is_live_run(tags) -> bool:
+    """A run the raw-zone sensor requested for new data (a live tick's, tagged VERSION_TAG), by its tags: not a
+    backfill, the demo or a materialization from the UI."""
+    return VERSION_TAG in tags
+
+
 def hour_dir(root: Path, source: str, hour: datetime) -> Path:
     return root / source / hour.strftime("%Y-%m-%d") / hour.strftime("%H")
 

@@ -48,7 +48,7 @@ from orchestration.config.home import warehouse_path
 from orchestration.config.service_config import load_service_settings
 from orchestration.storage import attached, warehouse_lake
 from orchestration.storage.instance import POOL, free_dead_run_slots
-from orchestration.storage.raw_zone import VERSION_TAG
+from orchestration.storage.raw_zone import is_live_run
 from orchestration.storage.sql import SQL_ROOT
 from orchestration.storage.warehouse_retry import WarehouseConflict, conflict_retries, is_conflict, retry_conflicts
 
@@ -235,7 +235,7 @@ class WarehouseResource(dg.ConfigurableResource):
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         run = context.dagster_run
-        self._live = run is not None and VERSION_TAG in run.tags
+        self._live = run is not None and is_live_run(run.tags)
         # Start-up check: a run killed while it held the pool slot must not block this one.
         log = context.log or logging.getLogger(__name__)
         try:
