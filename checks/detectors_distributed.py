@@ -83,10 +83,11 @@ def _rank_finding(stretch: pd.DataFrame, active: pd.DataFrame, value: float, bas
 
 
 def _ranked(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy of the rank frame with its `entity_id` ("<run>/rank-<r>"), in the frame's order."""
+    """A copy of the rank frame with its `entity_id` ("<run>/rank-<r>": the SQL's, else episodes.entity_ids'), in
+    the frame's order."""
     if "entity_id" in frame.columns:
         return frame.copy()
-    return frame.assign(entity_id=frame["run_id"].astype(str) + "/rank-" + frame["rank"].astype(int).astype(str))
+    return frame.assign(entity_id=episodes.entity_ids(frame, "rank", "entity_id"))
 
 
 def _suspects(f: pd.DataFrame, entry: pd.Series, **columns: pd.Series) -> pd.DataFrame:
