@@ -2,12 +2,13 @@
 
     python bench/bench_tick.py ...  or  goodput demo --home H --scenario bench/scenarios/replay_1024_2h.yaml
     PYTHONPATH=TREE python bench/bench_check_growth.py H/warehouse.duckdb --hour 2026-11-30T01:00 \
-        --minutes 5,55 [--repeats 3] [--out FILE.json]
+        --minutes 5,55 [--repeats 3] [--live] [--out FILE.json]
 
 For each minute M (alternating, `--repeats` rounds): a copy of the warehouse (beside it) cut at hour + M, that is
 every raw and per-minute row from then on deleted and the hour's stored results too (what a live tick at minute M
-holds), then every check of the hour run as the detect job's check steps run them (`evaluate_judged` per signal
-in step order on one connection, the step's shared reads), then the `badput` asset's SQL stages as a live run of
+holds), then every check of the hour run as the detect job's check steps run them (`judge_signal` and `store` per signal
+in step order on one connection, the step's shared reads; with `--live` as a live run judges them after the tick a
+minute before, stored: the `live_window` signals by window), then the `badput` asset's SQL stages as a live run of
 its step runs them after the tick a minute before (rolled back: the copy is cut again each round), DuckDB on one
 thread. Prints each round's total and, from the medians, the signals (and badput's stages, `badput:<stage>`) whose
 CPU grows most from the first minute to the last. It imports whatever tree is on PYTHONPATH, so two trees are
@@ -28,8 +29,9 @@ import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
 from assets.badput import BadputConfig, write_hour
-from checks.asset_checks import evaluate_judged, signals_by_step
+from checks.asset_checks import judge_signal, signals_by_step, store
 from orchestration.config.peak_flops import peak_table
+from orchestration.storage import sql
 from orchestration.storage.warehouse import WarehouseResource
 
 # the tables a live tick has only up to its minute, and the column that says when a row happened
@@ -56,18 +58,39 @@ def cut_copy(source: str, start: pd.Timestamp, minute: int) -> WarehouseResource
     return warehouse
 
 
-def check_cpu(warehouse: WarehouseResource, start: pd.Timestamp) -> dict[str, float]:
-    """CPU-seconds of each signal's check of the hour, in the detect job's step order."""
+def check_cpu(warehouse: WarehouseResource, start: pd.Timestamp, minute: int, live: bool = False) -> dict[str, float]:
+    """CPU-seconds of each signal's check of the hour, in the detect job's step order. `live`: as a live run judges
+    it after the tick a minute before (the `live_window` signals by window: checks/windowed.py)."""
     begin, end = start.to_pydatetime(), (start + pd.Timedelta(hours=1)).to_pydatetime()
     cpu = {}
     with warehouse.connect() as con:
+        if live:
+            tick_before(con, start, minute)
         for signals in signals_by_step().values():
             frames: dict = {}
             for signal in signals:
                 before = time.process_time()
-                evaluate_judged(con, signal, begin, end, None, frames=frames)
+                store(con, begin, [judge_signal(con, signal, begin, end, None, frames, None, live)])
                 cpu[signal.name] = time.process_time() - before
     return cpu
+
+
+def tick_before(con, start: pd.Timestamp, minute: int) -> None:
+    """The checks of the tick a minute before `minute`, stored: the rows from then on held back meanwhile, then put
+    back and marked changed, as ingest marks them (sql/baselines/mark_dirty.sql)."""
+    begin, end = start.to_pydatetime(), (start + pd.Timedelta(hours=1)).to_pydatetime()
+    held = (start + pd.Timedelta(minutes=minute - 1)).to_pydatetime()
+    tables = [t for t in CUT if t in {n for (n,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}]
+    for table in tables:
+        con.execute(f"CREATE TEMP TABLE held_{table} AS SELECT * FROM {table} WHERE {CUT[table]} >= $held", {"held": held})
+        con.execute(f"DELETE FROM {table} WHERE {CUT[table]} >= $held", {"held": held})
+    for signals in signals_by_step().values():
+        frames: dict = {}
+        store(con, begin, [judge_signal(con, signal, begin, end, None, frames) for signal in signals])
+    for table in tables:
+        con.execute(f"INSERT INTO {table} SELECT * FROM held_{table}")
+        con.execute(f"DROP TABLE held_{table}")
+        sql.run(con, "baselines/mark_dirty", {"source": table, "first": held, "last": end})
 
 
 def badput_cpu(warehouse: WarehouseResource, start: pd.Timestamp, minute: int) -> dict[str, float]:
@@ -99,6 +122,8 @@ def main() -> None:
     parser.add_argument("--minutes", default="5,55", help="minutes of the hour a tick runs at, comma-separated")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", help="write every round's CPU per signal here (JSON)")
+    parser.add_argument("--live", action="store_true", help="judge as a live run after the tick a minute before "
+                                                             "(the live_window signals by window)")
     args = parser.parse_args()
     os.environ["GOODPUT_DUCKDB_THREADS"] = "1"
     start = pd.Timestamp(args.hour)
@@ -108,7 +133,7 @@ def main() -> None:
         for minute in minutes:
             warehouse = cut_copy(args.warehouse, start, minute)
             try:
-                rounds[minute].append({**check_cpu(warehouse, start), **badput_cpu(warehouse, start, minute)})
+                rounds[minute].append({**check_cpu(warehouse, start, minute, args.live), **badput_cpu(warehouse, start, minute)})
             finally:
                 Path(warehouse.path).unlink()
             print(f"round {round_ + 1} minute {minute}: {sum(rounds[minute][-1].values()):.2f} CPU-s (checks and badput)",

@@ -26,7 +26,7 @@ import duckdb
 import pandas as pd
 
 import checks.signals  # noqa: F401  (registers the signals)
-from checks import episodes, judgement, judgement_absent
+from checks import episodes, judgement, judgement_absent, windowed
 from checks.frames import stack
 from checks.registry import LINEAGE_COLUMNS, REGISTRY, Signal
 from checks.toolkit import figure
@@ -35,6 +35,7 @@ from orchestration.config.thresholds import ThresholdsResource
 from orchestration.partitions import hourly, naive_utc
 from orchestration.shards import Shard, shard_of_run
 from orchestration.storage import sql
+from orchestration.storage.raw_zone import is_live_run
 from orchestration.storage.warehouse import POOL, WarehouseLocked, WarehouseResource, transaction
 from orchestration.storage.warehouse_retry import is_conflict
 
@@ -90,18 +91,27 @@ def store(con: duckdb.DuckDBPyConnection, start: datetime, evaluations: list[Eva
 
 def judge_signal(
     con: duckdb.DuckDBPyConnection, signal: Signal, start: datetime, end: datetime, thresholds: dict | None = None,
-    frames: dict | None = None, shard: Shard | None = None,
+    frames: dict | None = None, shard: Shard | None = None, live: bool = False,
 ) -> Evaluation:
     """Run `signal` over [start, end): its findings, clearings, evaluation mark and judgements, not yet stored.
-    With `shard` (a `host_local` GPU signal), over that shard's GPUs only."""
+    With `shard` (a `host_local` GPU signal), over that shard's GPUs only. `live` (a live run's tick): a
+    `live_window` signal is judged from the first minute whose inputs changed, joined to the stored results
+    (checks/windowed.py)."""
     start, end = naive_utc(start), naive_utc(end)
     thresholds = dict(signal.thresholds) if thresholds is None else thresholds
-    frame = shared_read(con, signal.query, {"start": start, "end": end, **signal.query_params, **thresholds}, frames,
+    version = windowed.version(signal, thresholds) if signal.live_window and shard is None else None
+    state = shared_read(con, "detect/check_windows", {"start": start}, frames) if version else None
+    since = windowed.since(state, signal.name, version, start) if version and live else None
+    old = windowed.stored(con, signal.name, start) if since else None
+    begin = since or start
+    frame = shared_read(con, signal.query, {"start": begin, "end": end, **signal.query_params, **thresholds}, frames,
                         shard)
-    # episodes still open when the partition begins go on by the fault's own evidence (checks/episodes.py);
+    # episodes still open when the window begins go on by the fault's own evidence (checks/episodes.py);
     # every signal's are read once per step
-    carried = shared_read(con, "detect/open_episodes", {"start": start, "grace_minutes": episodes.GRACE_MINUTES}, frames)
+    carried = shared_read(con, "detect/open_episodes", {"hour": start, "start": begin, "grace_minutes": episodes.GRACE_MINUTES},
+                          frames)
     carried = carried[carried["signal"] == signal.name].drop(columns="signal").reset_index(drop=True)
+    carried = windowed.carried(carried, frame).drop(columns="own")   # one per entity (a window's: checks/windowed.py)
     if shard is not None:   # another shard's GPUs are that shard's to carry on or clear
         carried = carried[owned_gpus(shard, carried["entity_id"])].reset_index(drop=True)
     ids = episodes.entity_ids(frame, signal.entity, signal.entity_column)
@@ -113,15 +123,17 @@ def judge_signal(
     if signal.entity == "gpu" and not findings.empty:
         findings = findings.assign(run_id=[r if isinstance(r, str) and r else allocated_run(con, e, o)
                                            for r, e, o in zip(findings["run_id"], findings["entity_id"], findings["onset"])])
-    cleared = episodes.clearings(frame, ids, findings, carried, signal.clearing, signal.name, signal.entity, start,
-                                 clear_minutes=thresholds.get("clear_minutes", 0.0))
-    cleared = cleared.assign(evidence=cleared["evidence"].map(lambda e: json.dumps(e, sort_keys=True, default=str)))
     stored = findings.assign(
         signal=signal.name,
         entity_type=signal.entity,
         partition_start=start,
         evidence=findings["evidence"].map(lambda e: json.dumps(e, sort_keys=True, default=str)),
     )
+    if since:   # the window's findings joined to the stored ones: the episodes clearings end
+        stored = windowed.findings(old["findings"], stored, since)
+    cleared = episodes.clearings(frame, ids, stored if since else findings, carried, signal.clearing, signal.name,
+                                 signal.entity, start, clear_minutes=thresholds.get("clear_minutes", 0.0))
+    cleared = cleared.assign(evidence=cleared["evidence"].map(lambda e: json.dumps(e, sort_keys=True, default=str)))
     evaluated = sorted({str(i) for i in ids.dropna().unique()})
     flagged = sorted({str(i) for i in findings["entity_id"].dropna()}) if not findings.empty else []
     marks = pd.DataFrame({
@@ -133,16 +145,29 @@ def judge_signal(
         "entity_ids": [evaluated],
         "flagged_ids": [flagged],
     })
-    # which entities the signal could judge, and why not the others (checks/judgement.py)
-    judged = judgement.judge(frame, signal.name, signal.entity, signal.entity_column, thresholds, ids)
+    # which entities the signal could judge, and why not the others (checks/judgement.py); a window counts
+    # only the ticks after the stored results' last
+    if since and not frame.empty:
+        counted = frame["tick"] > windowed.until(old)
+        judged = judgement.judge(frame[counted], signal.name, signal.entity, signal.entity_column, thresholds, ids[counted])
+    else:
+        judged = judgement.judge(frame, signal.name, signal.entity, signal.entity_column, thresholds, ids)
     if signal.entity == "gpu":   # GPUs expected this hour without a sample in it (checks/judgement_absent.py)
-        absent = shared_read(con, "detect/absent_gpus", {"start": start, "end": end}, frames)
+        absent = shared_read(con, "detect/absent_gpus", {"start": begin, "end": end}, frames)
         if shard is not None:
             absent = absent[owned_gpus(shard, absent["gpu"])].reset_index(drop=True)
         judged = judgement_absent.with_absent_gpus(judged, absent, "gpu")
-    judged = judged.assign(signal=signal.name, partition_start=start)
+    judged = judged.assign(signal=signal.name, partition_start=start)[list(judgement.JUDGEMENT_COLUMNS)]
+    if since:   # the window joined to the stored results
+        cleared = windowed.clearings(old["clearings"], cleared, since)
+        judged = windowed.judgements(old["judgements"], judged)
+        marks = windowed.mark(old["evaluations"], marks, stored)
+        findings = stored.assign(evidence=stored["evidence"].map(json.loads))
+    windows = pd.DataFrame({"signal": [signal.name], "partition_start": [start], "evaluated_until": marks["evaluated_until"],
+                            "read_dirty_from": [windowed.dirty_from(state, signal.name)], "version": [version],
+                            "evaluated_from": [begin]}).iloc[: 1 if version else 0]
     return Evaluation(frame, findings, judged, {"new_findings": stored, "new_evaluations": marks, "new_clearings": cleared,
-                                                "new_judgements": judged[list(judgement.JUDGEMENT_COLUMNS)]})
+                                                "new_judgements": judged, "new_windows": windows})
 
 
 def shared_read(con: duckdb.DuckDBPyConnection, query: str, params: dict, frames: dict | None,
@@ -306,13 +331,14 @@ def build_checks(signals: list[Signal], name: str, partitions_def: dg.Partitions
         selected = {key.name for key in context.selected_asset_check_keys}
         home = Path(warehouse.path).resolve().parent
         errors = []
+        live = is_live_run(context.run.tags)   # the raw-zone sensor's tick: windowed signals judge a window
         frames: dict = {}   # what the step's signals read alike, read once (shared_read)
         done: list[tuple[Signal, dict, Evaluation]] = []
         with warehouse.connect() as con:
             for signal in (s for s in signals if s.name in selected):
                 try:
                     chosen = thresholds.for_signal(signal.name, signal.thresholds, CATALOGUE)  # checked once per version
-                    done.append((signal, chosen, judge_signal(con, signal, window.start, window.end, chosen, frames, shard)))
+                    done.append((signal, chosen, judge_signal(con, signal, window.start, window.end, chosen, frames, shard, live)))
                 except WarehouseLocked:
                     raise
                 except Exception as error:   # the other signals still run; the step fails after them

@@ -135,6 +135,11 @@ class Signal:
     # A GPU signal whose judgement of one GPU reads only that GPU's host's rows (no peers, no run): with
     # shards configured it runs per hour x shard on each shard's GPUs (checks/sharded.py), else per hour.
     host_local: bool = False
+    # A per-minute series signal judged by a causal detector (a minute's verdict reads its lookback, and an
+    # episode goes on from `open_episodes`): a live run judges it from the first minute whose inputs changed
+    # and joins that to the partition's stored results (checks/windowed.py), not the hour so far. A change
+    # to rows more than three hours before its window does not reach it (sql/baselines/mark_dirty.sql).
+    live_window: bool = False
 
     def __post_init__(self):
         for value, allowed, what in (

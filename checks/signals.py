@@ -33,6 +33,7 @@ REGISTRY.register(Signal(
     # a dead rank (or a GPU fallen off the bus) leaves its peers spinning in the collective: a stall too
     fault_types=("hang", "rank_dropout"),
     clearing=c.steps_resumed,
+    live_window=True,
 ))
 
 # The families' modules register on import; keep this at the bottom (they may use the above).

@@ -11,6 +11,7 @@ from checks.registry import REGISTRY, Signal
 REGISTRY.register(Signal(
     name="straggler_rank",
     family="distributed",
+    live_window=True,
     entity="rank",
     tier="SEV2",
     owner="platform",
@@ -46,6 +47,7 @@ REGISTRY.register(Signal(
 REGISTRY.register(Signal(
     name="collective_regression",
     family="distributed",
+    live_window=True,
     entity="run",
     tier="SEV2",
     owner="platform",
@@ -77,6 +79,7 @@ REGISTRY.register(Signal(
 REGISTRY.register(Signal(
     name="rank_dropout",
     family="distributed",
+    live_window=True,
     entity="rank",
     tier="SEV1",
     owner="platform",
@@ -105,6 +108,7 @@ REGISTRY.register(Signal(
     name="gradient_skew",
     direction="outside",                # flagged either way: the worst is the furthest from its usual ratio
     family="distributed",
+    live_window=True,
     entity="rank",
     tier="SEV2",
     owner="model",

@@ -10,7 +10,8 @@ from checks import detectors_gpu as d
 from checks import detectors_hang
 from checks.registry import REGISTRY, Signal
 
-_GPU = {"family": "gpu", "entity": "gpu", "owner": "platform", "asset": "gpu_baselines", "entity_column": "entity_id"}
+_GPU = {"family": "gpu", "entity": "gpu", "owner": "platform", "asset": "gpu_baselines", "entity_column": "entity_id",
+        "live_window": True}
 # Judged from each GPU's own rows alone: with shards configured, per hour x shard (checks/sharded.py).
 # Not gpu_idle_allocated (it compares a GPU with its run's other GPUs, on any host).
 _HOST_LOCAL = {**_GPU, "host_local": True}
@@ -180,4 +181,5 @@ REGISTRY.register(Signal(
     fault_types=("hang", "rank_dropout"),
     entity_column="run_id",
     clearing=c.gpus_working,
+    live_window=True,
 ))

@@ -7,3 +7,9 @@ SET dirty_from = least(dirty_from, greatest(date_trunc('minute', $first::TIMESTA
 WHERE source = $source
   AND partition_start + INTERVAL 1 HOUR > $first::TIMESTAMP
   AND partition_start <= $last::TIMESTAMP + to_minutes(window_minutes);
+-- The live checks' windows (migration 180) from the same minute, whatever the table: every partition whose
+-- hour or lookback (at most three hours: the longest a windowed signal reads) holds the rows.
+UPDATE check_windows
+SET dirty_from = least(dirty_from, greatest(date_trunc('minute', $first::TIMESTAMP), partition_start))
+WHERE partition_start + INTERVAL 1 HOUR > $first::TIMESTAMP
+  AND partition_start <= $last::TIMESTAMP + INTERVAL 3 HOUR;

@@ -12,3 +12,18 @@ INSERT INTO evaluations BY NAME SELECT * FROM new_evaluations;
 -- mark however often they are written before the fold reads them (a run killed after its check steps, re-run).
 DELETE FROM fold_marks WHERE partition_start = $start AND signal IN (SELECT signal FROM new_evaluations);
 INSERT INTO fold_marks SELECT DISTINCT signal, $start FROM new_evaluations;
+-- How far the live-windowed signals' results now reach (migration 180, checks/windowed.py): clean, unless a
+-- write lowered `dirty_from` below what the check read since it read it. A signal stored without a window
+-- row (not windowed, a shard's) has none: its next live run judges the hour whole.
+UPDATE check_windows c
+SET evaluated_until = n.evaluated_until, version = n.version,
+    dirty_from = CASE WHEN c.dirty_from < coalesce(n.read_dirty_from, TIMESTAMP 'infinity') THEN c.dirty_from END
+FROM new_windows n
+WHERE c.signal = n.signal AND c.partition_start = n.partition_start;
+INSERT INTO check_windows
+SELECT n.signal, n.partition_start, n.evaluated_until, NULL, n.version
+FROM new_windows n
+WHERE NOT EXISTS (SELECT 1 FROM check_windows c WHERE c.signal = n.signal AND c.partition_start = n.partition_start);
+DELETE FROM check_windows
+WHERE partition_start = $start AND signal IN (SELECT signal FROM new_evaluations)
+  AND signal NOT IN (SELECT signal FROM new_windows);

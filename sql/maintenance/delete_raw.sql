@@ -11,3 +11,4 @@ DELETE FROM quarantine WHERE partition_start < $raw_before;
 DELETE FROM ingest_offsets WHERE partition_start < $raw_before;
 DELETE FROM baseline_dirty WHERE partition_start < $raw_before;
 DELETE FROM badput_marks WHERE partition_start < $raw_before;     -- what badput computed them from (migration 170)
+DELETE FROM check_windows WHERE partition_start < $raw_before;    -- how far the live checks' windows reach (migration 180)
