@@ -149,7 +149,8 @@ def mark(old: pd.DataFrame, new: pd.DataFrame, joined: pd.DataFrame) -> pd.DataF
     """The evaluation mark of the joined results: the entities either part saw, flagged those with a finding."""
     if old.empty:
         return new
-    seen = sorted(set(new["entity_ids"].iloc[0]) | {str(e) for e in old["entity_ids"].iloc[0]})
+    before = old["entity_ids"].iloc[0]
+    seen = sorted(set(new["entity_ids"].iloc[0]) | {str(e) for e in (before if before is not None else ())})
     flagged = sorted({str(e) for e in joined["entity_id"].dropna()}) if not joined.empty else []
     last = max((t for t in (pd.Timestamp(old["evaluated_until"].iloc[0]), pd.Timestamp(new["evaluated_until"].iloc[0]))
                 if pd.notna(t)), default=pd.NaT)

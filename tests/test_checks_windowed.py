@@ -19,6 +19,7 @@ import checks.signals  # noqa: F401  (registers the signals)
 from assets.baselines import GPU_SERIES, replace_series
 from assets.ingest import SOURCES
 from assets.ingest_incremental import ingest_hour
+from checks import windowed
 from checks.asset_checks import judge_signal, store
 from checks.registry import REGISTRY
 from orchestration.storage.raw_zone import RawZoneResource
@@ -114,3 +115,21 @@ def test_live_windows_judge_what_whole_hours_do(staged, tmp_path):
         pd.testing.assert_frame_equal(got[table], frame, obj=table)
     assert windows > 0.8 * len(WINDOWED) * 41, windows
     assert (36, HOURS[0]) in wholes, wholes   # the lagging host's late samples: that hour judged whole
+
+
+def test_a_window_begins_at_the_first_changed_minute_of_results_of_its_version():
+    def state(until, dirty, version="v1"):
+        day = "2026-11-30 "
+        return pd.DataFrame({"signal": ["s"], "evaluated_until": [pd.Timestamp(day + until) if isinstance(until, str) else until],
+                             "dirty_from": [pd.Timestamp(day + dirty) if isinstance(dirty, str) else dirty],
+                             "version": [version]})
+
+    hour = START + timedelta(hours=1)
+    assert windowed.since(state("01:30", "01:29:10"), "s", "v1", hour) == datetime(2026, 11, 30, 1, 29)   # the partial minute
+    assert windowed.since(state("01:30", pd.NaT), "s", "v1", hour) == datetime(2026, 11, 30, 1, 30)       # nothing changed
+    assert windowed.since(state("01:30", "01:28"), "s", "v1", hour) == datetime(2026, 11, 30, 1, 28)      # LATE_MINUTES back
+    assert windowed.since(state("01:30", "01:27:59"), "s", "v1", hour) is None    # late data: the hour whole
+    assert windowed.since(state("01:30", "01:29", "v0"), "s", "v1", hour) is None   # other thresholds, SQL or detector
+    assert windowed.since(state("01:30", "01:29"), "other", "v1", hour) is None   # never stored
+    assert windowed.since(state(pd.NaT, pd.NaT), "s", "v1", hour) is None          # stored with no data
+    assert windowed.since(state("01:01", "01:00"), "s", "v1", hour) is None        # from the hour's start: whole
