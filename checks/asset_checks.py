@@ -56,6 +56,14 @@ class Evaluation:
     rows: dict[str, pd.DataFrame]
 
     @property
+    def since(self) -> datetime | None:
+        """Where a live window began (None: the whole hour was judged)."""
+        windows = self.rows["new_windows"]
+        if windows.empty or windows["evaluated_from"].iloc[0] == windows["partition_start"].iloc[0]:
+            return None
+        return pd.Timestamp(windows["evaluated_from"].iloc[0]).to_pydatetime()
+
+    @property
     def entities(self) -> int:
         """How many entities the evaluation saw (its mark's count)."""
         return int(self.rows["new_evaluations"]["entities"].iloc[0])
@@ -232,18 +240,19 @@ def allocated_run(con: duckdb.DuckDBPyConnection, gpu: str, at) -> str | None:
 def check_result(signal: Signal, frame: pd.DataFrame, findings: pd.DataFrame, thresholds: dict,
                  home: Path | None = None, board_url: str | None = None,
                  judged: pd.DataFrame | None = None, asset: str | None = None,
-                 entities: int | None = None) -> dg.AssetCheckResult:
+                 entities: int | None = None, since: datetime | None = None) -> dg.AssetCheckResult:
     """Pass/fail with the evidence: value, baseline, threshold, window, offending entities, and the
     report a finding's evidence names (`report_path`, relative to GOODPUT_HOME `home`) as a link:
     to the incident board that serves it (`board_url`), else to the file. `entities`: how many the
-    evaluation counted (else counted here)."""
+    evaluation counted (else counted here); `since`: where a live window began (checks/windowed.py)."""
     metadata: dict = {
         "signal": signal.name,
         "tier": signal.tier,
         "owner": signal.owner,
         "entities_evaluated": int(episodes.entity_ids(frame, signal.entity, signal.entity_column).nunique())
         if entities is None else entities,
-        "window": dg.MetadataValue.text(_window(frame)),
+        "window": dg.MetadataValue.text(_window(frame) + (f" (a live window from {since:%H:%M}, joined to the hour's stored "
+                                                          "results)" if since else "")),
         "thresholds": dg.MetadataValue.json(thresholds),
     }
     if judged is None:   # the evaluation's own judgements, else judged here
@@ -350,7 +359,7 @@ def build_checks(signals: list[Signal], name: str, partitions_def: dg.Partitions
             store(con, window.start, [evaluation for _, _, evaluation in done], shard)
         for signal, chosen, e in done:
             yield check_result(signal, e.frame, e.findings, chosen, home=home, board_url=board.base(), judged=e.judged,
-                               asset=asset, entities=e.entities)
+                               asset=asset, entities=e.entities, since=e.since)
         if errors:
             names = ", ".join(n for n, _ in errors)
             raise RuntimeError(f"{len(errors)} check(s) could not be evaluated: {names}") from errors[0][1]

@@ -170,6 +170,7 @@ SLOW_TESTS = (
     "tests/test_bench_quick.py::test_tick_quick", "tests/test_bench_quick.py::test_backfill_quick",
     "tests/test_real_gpu_capture.py", "tests/test_wheel.py", "tests/test_serving_signals.py::test_a_full_day",
     "tests/fault_injection/test_sigkill.py", "tests/fault_injection/test_drift_determinism.py",
+    "tests/test_checks_windowed.py::test_live_windows_judge",
 )
 
 
@@ -194,7 +195,7 @@ HEAVIEST_FIRST = (
     "tests/test_progress.py",                        # 40
     "tests/test_alerting.py", "tests/test_simulator.py", "tests/test_wheel.py", "tests/test_cli.py",   # ~30
     "tests/test_detectors_training.py", "tests/test_baselines.py", "tests/fault_injection/test_sigkill.py",
-    "tests/test_checkpoint_signals.py",              # ~26
+    "tests/test_checkpoint_signals.py", "tests/test_checks_windowed.py",   # ~26
 )
 
 

@@ -20,7 +20,7 @@ from assets.baselines import GPU_SERIES, replace_series
 from assets.ingest import SOURCES
 from assets.ingest_incremental import ingest_hour
 from checks import windowed
-from checks.asset_checks import judge_signal, store
+from checks.asset_checks import check_result, judge_signal, store
 from checks.registry import REGISTRY
 from orchestration.storage.raw_zone import RawZoneResource
 from orchestration.storage.warehouse import WarehouseResource
@@ -59,9 +59,9 @@ def arrived(rel: Path, lines: list, cut: pd.Timestamp) -> bytes:
     return b"".join(line for time, line in lines if time < cut)
 
 
-def judge_hour(con, raw: Path, hour: datetime, live: bool) -> list[str]:
-    """What a detect run does for these signals: ingest, the series, then the windowed signals' checks; the
-    window each judged from (its start: the whole hour)."""
+def judge_hour(con, raw: Path, hour: datetime, live: bool) -> list[datetime | None]:
+    """What a detect run does for these signals: ingest, the series, then the windowed signals' checks; where
+    each one's window began (None: it judged the whole hour)."""
     end = hour + timedelta(hours=1)
     for source in SOURCES:
         ingest_hour(con, source, RawZoneResource(root=str(raw)).files(source.folder, hour), hour, end, incremental=live)
@@ -70,7 +70,10 @@ def judge_hour(con, raw: Path, hour: datetime, live: bool) -> list[str]:
     frames: dict = {}
     done = [judge_signal(con, signal, hour, end, None, frames, None, live) for signal in WINDOWED]
     store(con, hour, done)
-    return [str(e.rows["new_windows"]["evaluated_from"].iloc[0]) for e in done]
+    for signal, e in zip(WINDOWED, done):   # the check in the UI says which window it judged
+        shown = check_result(signal, e.frame, e.findings, {}, judged=e.judged, entities=e.entities, since=e.since)
+        assert ("a live window from" in shown.metadata["window"].text) == (e.since is not None)
+    return [e.since for e in done]
 
 
 def results(warehouse: WarehouseResource) -> dict[str, pd.DataFrame]:
@@ -100,8 +103,8 @@ def test_live_windows_judge_what_whole_hours_do(staged, tmp_path):
         with live.connect() as con:
             for hour in sorted(grown):
                 begun = judge_hour(con, home / "raw", hour, live=True)
-                windows += sum(b != str(hour) for b in begun)
-                if all(b == str(hour) for b in begun):
+                windows += sum(b is not None for b in begun)
+                if all(b is None for b in begun):
                     wholes.append((tick, hour))
     whole = WarehouseResource(path=str(tmp_path / "whole.duckdb"))
     with whole.connect() as con:
