@@ -119,7 +119,9 @@ def judge_signal(
     carried = shared_read(con, "detect/open_episodes", {"hour": start, "start": begin, "grace_minutes": episodes.GRACE_MINUTES},
                           frames)
     carried = carried[carried["signal"] == signal.name].drop(columns="signal").reset_index(drop=True)
-    carried = windowed.carried(carried, frame).drop(columns="own")   # one per entity (a window's: checks/windowed.py)
+    if since:   # a window's: one per entity (checks/windowed.py)
+        carried = windowed.carried(carried, frame)
+    carried = carried.drop(columns="own")
     if shard is not None:   # another shard's GPUs are that shard's to carry on or clear
         carried = carried[owned_gpus(shard, carried["entity_id"])].reset_index(drop=True)
     ids = episodes.entity_ids(frame, signal.entity, signal.entity_column)
@@ -156,7 +158,7 @@ def judge_signal(
     # which entities the signal could judge, and why not the others (checks/judgement.py); a window counts
     # only the ticks after the stored results' last
     if since and not frame.empty:
-        counted = frame["tick"] > windowed.until(old)
+        counted = frame["tick"] > windowed.until(state, signal.name)
         judged = judgement.judge(frame[counted], signal.name, signal.entity, signal.entity_column, thresholds, ids[counted])
     else:
         judged = judgement.judge(frame, signal.name, signal.entity, signal.entity_column, thresholds, ids)

@@ -50,18 +50,36 @@ def version(signal: Signal, thresholds: dict) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+def _state(state: pd.DataFrame | None, signal: str) -> pd.Series | None:
+    """`signal`'s row of sql/detect/check_windows.sql's rows (None: never stored)."""
+    rows = state[state["signal"] == signal] if state is not None else None
+    return rows.iloc[0] if rows is not None and not rows.empty else None
+
+
 def since(state: pd.DataFrame, signal: str, current: str, start: datetime) -> datetime | None:
     """Where a live run judges `signal` of the partition at `start` from (`state`: sql/detect/check_windows.sql's
     rows); None: the whole hour."""
-    row = state[state["signal"] == signal]
-    if row.empty or row["version"].iloc[0] != current or pd.isna(row["evaluated_until"].iloc[0]):
+    row = _state(state, signal)
+    if row is None or row["version"] != current or pd.isna(row["evaluated_until"]):
         return None
-    until = pd.Timestamp(row["evaluated_until"].iloc[0])
-    dirty = row["dirty_from"].iloc[0]
-    first = until if pd.isna(dirty) else min(until, pd.Timestamp(dirty).floor("min"))
-    if first < until - pd.Timedelta(minutes=LATE_MINUTES) or first <= pd.Timestamp(start):
+    last = until(state, signal)
+    first = last if pd.isna(row["dirty_from"]) else min(last, pd.Timestamp(row["dirty_from"]).floor("min"))
+    if first < last - pd.Timedelta(minutes=LATE_MINUTES) or first <= pd.Timestamp(start):
         return None
     return first.to_pydatetime()
+
+
+def until(state: pd.DataFrame, signal: str) -> pd.Timestamp:
+    """The last tick `signal`'s stored results judged (NaT: none)."""
+    row = _state(state, signal)
+    return pd.Timestamp(row["evaluated_until"]) if row is not None else pd.NaT
+
+
+def dirty_from(state: pd.DataFrame | None, signal: str):
+    """The first changed minute the check read for `signal` (NaT: none), which storing it clears unless a
+    write lowered it since (sql/detect/store_findings.sql)."""
+    row = _state(state, signal)
+    return row["dirty_from"] if row is not None else pd.NaT
 
 
 def stored(con: duckdb.DuckDBPyConnection, signal: str, start: datetime) -> dict[str, pd.DataFrame]:
@@ -69,12 +87,6 @@ def stored(con: duckdb.DuckDBPyConnection, signal: str, start: datetime) -> dict
     text = sql.sql_text("detect/stored_results")
     return {table: sql.execute_text(con, text.replace("/*@table*/", table), {"start": start, "signal": signal}).df()
             for table in STORED}
-
-
-def until(stored_results: dict[str, pd.DataFrame]) -> pd.Timestamp:
-    """The last tick the stored results judged."""
-    marks = stored_results["evaluations"]
-    return pd.Timestamp(marks["evaluated_until"].iloc[0]) if not marks.empty else pd.NaT
 
 
 def carried(episodes: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
@@ -157,9 +169,3 @@ def mark(old: pd.DataFrame, new: pd.DataFrame, joined: pd.DataFrame) -> pd.DataF
     return new.assign(evaluated_until=[last], entities=[len(seen)], flagged=[len(flagged)], entity_ids=[seen],
                       flagged_ids=[flagged])
 
-
-def dirty_from(state: pd.DataFrame | None, signal: str):
-    """The first changed minute the check read for `signal` (NaT: none), which storing it clears unless a
-    write lowered it since (sql/detect/store_findings.sql)."""
-    row = state[state["signal"] == signal] if state is not None else None
-    return row["dirty_from"].iloc[0] if row is not None and not row.empty else pd.NaT
