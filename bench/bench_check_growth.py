@@ -18,11 +18,13 @@ compared side by side by running it alternately with each.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -75,21 +77,30 @@ def check_cpu(warehouse: WarehouseResource, start: pd.Timestamp, minute: int, li
     return cpu
 
 
+@contextlib.contextmanager
+def held_back(con, held) -> Iterator[list[str]]:
+    """The cut tables' rows from `held` on set aside for the block (what the tick a minute before held), then put
+    back; yields the tables."""
+    tables = [t for t in CUT if t in {n for (n,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}]
+    for table in tables:
+        con.execute(f"CREATE TEMP TABLE held_{table} AS SELECT * FROM {table} WHERE {CUT[table]} >= $held", {"held": held})
+        con.execute(f"DELETE FROM {table} WHERE {CUT[table]} >= $held", {"held": held})
+    yield tables
+    for table in tables:
+        con.execute(f"INSERT INTO {table} SELECT * FROM held_{table}")
+        con.execute(f"DROP TABLE held_{table}")
+
+
 def tick_before(con, start: pd.Timestamp, minute: int) -> None:
     """The checks of the tick a minute before `minute`, stored: the rows from then on held back meanwhile, then put
     back and marked changed, as ingest marks them (sql/baselines/mark_dirty.sql)."""
     begin, end = start.to_pydatetime(), (start + pd.Timedelta(hours=1)).to_pydatetime()
     held = (start + pd.Timedelta(minutes=minute - 1)).to_pydatetime()
-    tables = [t for t in CUT if t in {n for (n,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}]
+    with held_back(con, held) as tables:
+        for signals in signals_by_step().values():
+            frames: dict = {}
+            store(con, begin, [judge_signal(con, signal, begin, end, None, frames) for signal in signals])
     for table in tables:
-        con.execute(f"CREATE TEMP TABLE held_{table} AS SELECT * FROM {table} WHERE {CUT[table]} >= $held", {"held": held})
-        con.execute(f"DELETE FROM {table} WHERE {CUT[table]} >= $held", {"held": held})
-    for signals in signals_by_step().values():
-        frames: dict = {}
-        store(con, begin, [judge_signal(con, signal, begin, end, None, frames) for signal in signals])
-    for table in tables:
-        con.execute(f"INSERT INTO {table} SELECT * FROM held_{table}")
-        con.execute(f"DROP TABLE held_{table}")
         sql.run(con, "baselines/mark_dirty", {"source": table, "first": held, "last": end})
 
 
@@ -102,14 +113,9 @@ def badput_cpu(warehouse: WarehouseResource, start: pd.Timestamp, minute: int) -
     peaks = peak_table(Path(warehouse.path).parent)
     cpu: dict[str, float] = {}
     with warehouse.connect() as con:
-        tables = [t for t in CUT if t in {n for (n,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}]
         con.execute("BEGIN")
-        for table in tables:
-            con.execute(f"CREATE TEMP TABLE held_{table} AS SELECT * FROM {table} WHERE {CUT[table]} >= $held", {"held": held})
-            con.execute(f"DELETE FROM {table} WHERE {CUT[table]} >= $held", {"held": held})
-        write_hour(con, begin, end, BadputConfig(), peaks, live=False)
-        for table in tables:
-            con.execute(f"INSERT INTO {table} SELECT * FROM held_{table}")
+        with held_back(con, held):
+            write_hour(con, begin, end, BadputConfig(), peaks, live=False)
         write_hour(con, begin, end, BadputConfig(), peaks, live=True, clock=cpu)
         con.execute("ROLLBACK")
     return cpu

@@ -141,8 +141,8 @@ def judge_signal(
     )
     if since:   # the window's findings joined to the stored ones: the episodes clearings end
         stored = windowed.findings(old["findings"], stored, since)
-    cleared = episodes.clearings(frame, ids, stored if since else findings, carried, signal.clearing, signal.name,
-                                 signal.entity, start, clear_minutes=thresholds.get("clear_minutes", 0.0))
+    cleared = episodes.clearings(frame, ids, stored, carried, signal.clearing, signal.name, signal.entity, start,
+                                 clear_minutes=thresholds.get("clear_minutes", 0.0))
     cleared = cleared.assign(evidence=cleared["evidence"].map(lambda e: json.dumps(e, sort_keys=True, default=str)))
     evaluated = sorted({str(i) for i in ids.dropna().unique()})
     flagged = sorted({str(i) for i in findings["entity_id"].dropna()}) if not findings.empty else []
