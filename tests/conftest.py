@@ -145,8 +145,8 @@ def quality_first_hours(tmp_path_factory) -> dict:
 @pytest.fixture(scope="session")
 def shards_unsharded(tmp_path_factory) -> Path:
     """tests/fixtures/shards.yaml detected hour by hour and folded in one unsharded home, once per test session
-    for every xdist worker: the reference both tests/test_shards.py (embedded shards) and
-    tests/distributed/test_shards_distributed.py (shards on Celery) must equal. Read-only: copy to write."""
+    for every xdist worker: the reference tests/test_shards.py's embedded shards must equal. Read-only: copy to
+    write."""
     from tests.helpers import SHARDS, SHARDS_HOURS, detect_and_fold
 
     def build(folder: Path) -> None:
@@ -159,7 +159,7 @@ def shards_unsharded(tmp_path_factory) -> Path:
 # `slow` (over ~20 s of CPU, measured with --durations=0 under `.ci/run`): every test that uses one of these
 # scenario-sized fixtures (whichever runs first builds it), and these tests by node id prefix.
 SLOW_FIXTURES = {"small_demo", "quality_first_hours", "faults_embedded", "inference", "processed", "folded", "serving_home",
-                 "shapes", "oncall", "ui", "embedded", "distributed", "sharded_homes", "shards_on_celery",
+                 "shapes", "oncall", "ui", "embedded", "distributed", "sharded_homes",
                  "shards_unsharded"}
 SLOW_TESTS = (
     "tests/test_replay.py::test_replay_under_the_real_sensor", "tests/test_replay.py::test_replay_grows_checkpoints",
@@ -185,7 +185,6 @@ HEAVIEST_FIRST = (
     "tests/test_fold_incremental.py",                # 87
     "tests/distributed/test_distributed_stack.py",   # 114
     "tests/test_replay.py",                          # 84
-    "tests/distributed/test_shards_distributed.py",  # 156 (a Celery demo, mostly waiting)
     "tests/test_board_browser.py",                   # 71
     "tests/test_serving_signals.py",                 # 67
     "tests/test_drift.py",                           # 60

@@ -41,7 +41,7 @@ FAULTS = REPO / "simulator" / "scenarios" / "faults.yaml"
 # same home's next hours up to FAULTS_FOLD_HOURS (the findings tests/test_fold_incremental.py folds).
 FAULTS_DEMO_HOURS = 2    # a straggler, an idle GPU, loss plateaus, damaged checkpoints, drift, a latency regression
 FAULTS_FOLD_HOURS = 5    # and GPU, serving and promotion faults, a rank dropout (its peers hang): the fold's cases
-# Hour x shard partitions (tests/test_shards.py, tests/distributed/test_shards_distributed.py): 2 hosts x 4 GPUs
+# Hour x shard partitions (tests/test_shards.py): 2 hosts x 4 GPUs
 # for 2 hours, one run over both hosts, a GPU fault on each; split in two shards, one host each.
 SHARDS = REPO / "tests" / "fixtures" / "shards.yaml"
 SHARDS_HOURS = ("2026-11-30-00:00", "2026-11-30-01:00")
