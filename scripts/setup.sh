@@ -29,15 +29,21 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 # uv installs the same resolution as pip in a quarter of the time (measured on a fresh machine: 45 s against
-# 162 s wall, BENCHMARKS.md section 30); pip does it where uv cannot be had. Bytecode is compiled at install
-# (pip does it too): where PYTHONDONTWRITEBYTECODE is set, every process would otherwise compile what it imports.
+# 162 s wall, BENCHMARKS.md section 30); pip does it where uv cannot be had.
+# Bytecode: Python writes each module's bytecode at its first import and reuses it after, so only what is
+# imported is ever compiled (~3,500 of the venv's ~34,000 modules: 7 CPU-s against 40 for all of them,
+# BENCHMARKS.md section 55). Where PYTHONDONTWRITEBYTECODE is set (these machines set it) nothing is written and
+# every process would compile all it imports, every time: there the venv and the project's own packages (an
+# editable install never compiles them) are compiled here, once. `.ci/run` unsets it.
+if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then compile=(--compile-bytecode); pip_compile=(); else compile=(); pip_compile=(--no-compile); fi
 if .venv/bin/pip install -q uv 2>/dev/null && .venv/bin/uv --version >/dev/null 2>&1; then
-    .venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python -e '.[dev]'
+    .venv/bin/uv pip install -q "${compile[@]}" --python .venv/bin/python -e '.[dev]'
 else
-    .venv/bin/pip install -q -e '.[dev]'
+    .venv/bin/pip install -q "${pip_compile[@]}" -e '.[dev]'
 fi
-# the project's own packages are installed editable (never compiled at install): compile them once here
-.venv/bin/python -m compileall -q -j 0 orchestration assets checks simulator sources board >/dev/null
+if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then
+    .venv/bin/python -m compileall -q -j 0 orchestration assets checks simulator sources board >/dev/null
+fi
 if [ -n "$apt_pid" ] && ! wait "$apt_pid"; then
     cat "$apt_log" >&2
     echo "setup: apt-get could not install ${need[*]} (its output is above); install them and run this again" >&2
