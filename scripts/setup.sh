@@ -32,17 +32,18 @@ fi
 # 162 s wall, BENCHMARKS.md section 30); pip does it where uv cannot be had.
 # Bytecode: Python writes each module's bytecode at its first import and reuses it after, so only what is
 # imported is ever compiled (~3,500 of the venv's ~34,000 modules: 7 CPU-s against 40 for all of them,
-# BENCHMARKS.md section 55). Where PYTHONDONTWRITEBYTECODE is set (these machines set it) nothing is written and
-# every process would compile all it imports, every time: there the venv and the project's own packages (an
-# editable install never compiles them) are compiled here, once. `.ci/run` unsets it.
-if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then compile=(--compile-bytecode); pip_compile=(); else compile=(); pip_compile=(--no-compile); fi
+# BENCHMARKS.md section 55). Where PYTHONDONTWRITEBYTECODE is set (these machines set it; `.ci/run` unsets it)
+# nothing is written and every process would compile all it imports, every time: there the venv and the project's
+# own packages (an editable install never compiles them) are compiled here, once. Where apt-get is still running
+# they are compiled too, in its wait.
 if .venv/bin/pip install -q uv 2>/dev/null && .venv/bin/uv --version >/dev/null 2>&1; then
-    .venv/bin/uv pip install -q "${compile[@]}" --python .venv/bin/python -e '.[dev]'
+    .venv/bin/uv pip install -q --python .venv/bin/python -e '.[dev]'
 else
-    .venv/bin/pip install -q "${pip_compile[@]}" -e '.[dev]'
+    .venv/bin/pip install -q --no-compile -e '.[dev]'
 fi
-if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then
-    .venv/bin/python -m compileall -q -j 0 orchestration assets checks simulator sources board >/dev/null
+if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ] || { [ -n "$apt_pid" ] && kill -0 "$apt_pid" 2>/dev/null; }; then
+    .venv/bin/python -m compileall -q -j 0 .venv/lib/python3*/site-packages orchestration assets checks simulator \
+        sources board >/dev/null || true   # ahead of time only: a module that fails here fails at its import too
 fi
 if [ -n "$apt_pid" ] && ! wait "$apt_pid"; then
     cat "$apt_log" >&2
