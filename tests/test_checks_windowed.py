@@ -2,9 +2,9 @@
 inputs changed plus their lookback).
 
 tests/fixtures/windows.yaml (a fault of every live-windowed family: episodes inside an hour, across the hour and
-ending with the run) arrives as a live cluster's telemetry does: every three minutes each raw file gains the
+ending with the run) arrives as a live cluster's telemetry does: every four minutes each raw file gains the
 records up to half a minute past the tick (the last minute is partial and grows at the next tick), and one host's
-GPU samples lag six minutes behind for a while, then arrive late. At each tick the hours with new bytes are
+GPU samples lag eight minutes behind for a while, then arrive late. At each tick the hours with new bytes are
 ingested, their series recomputed and their `live_window` signals judged the live way (checks/windowed.py). At the
 end the stored findings, clearings and judgements equal those of one whole judgement of each hour, the fault of
 each family was found, and most ticks judged a window: the late samples made their tick judge the hour whole."""
@@ -31,7 +31,7 @@ START = datetime(2026, 11, 30, 0)
 HOURS = [START, START + timedelta(hours=1)]
 SERIES = {"training_steps": ("run_minutes", "rank_minutes", "step_ends"), "gpu_samples": GPU_SERIES}
 WINDOWED = [s for s in REGISTRY if s.live_window]
-LAG = ("gpu_samples", "node-1", timedelta(minutes=30), timedelta(minutes=36))   # its samples of [30, 36) arrive at 36
+LAG = ("gpu_samples", "node-1", timedelta(minutes=28), timedelta(minutes=36))   # its samples of [28, 36) arrive at 36
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +89,8 @@ def test_live_windows_judge_what_whole_hours_do(staged, tmp_path):
     home = tmp_path / "live"
     live = WarehouseResource(path=str(tmp_path / "live.duckdb"))
     windows, wholes = 0, []
-    for tick in range(3, 124, 3):
+    ticks = range(4, 125, 4)
+    for tick in ticks:
         cut = pd.Timestamp(START + timedelta(minutes=tick, seconds=30))
         grown = set()
         for rel, records_ in lines.items():
@@ -116,7 +117,7 @@ def test_live_windows_judge_what_whole_hours_do(staged, tmp_path):
             "gpu_ecc_error", "rank_dropout"} <= found, found
     for table, frame in expected.items():
         pd.testing.assert_frame_equal(got[table], frame, obj=table)
-    assert windows > 0.8 * len(WINDOWED) * 41, windows
+    assert windows > 0.8 * len(WINDOWED) * len(ticks), windows
     assert (36, HOURS[0]) in wholes, wholes   # the lagging host's late samples: that hour judged whole
 
 
