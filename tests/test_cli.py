@@ -31,8 +31,8 @@ def test_demo_on_the_small_scenario_reports_the_hang_and_keeps_run_history(small
     with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
         runs = instance.get_runs()
     assert {r.job_name for r in runs} == {"detect", "fold_incidents"} and len(runs) == 3
-    # re-running the demo on its own home works (it resets its data)
-    again = run("demo", "--home", str(home), "--scenario", str(REPO / "simulator/scenarios/small.yaml"))
+    # re-running the demo on its own home works (it resets its data); its first hour holds the hang's onset
+    again = run("demo", "--home", str(home), "--scenario", str(REPO / "simulator/scenarios/small.yaml"), "--hours", "1")
     assert again.returncode == 0, again.stderr
     # and `goodput score` re-scores the home
     scored = run("score", "--home", str(home))
