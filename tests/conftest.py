@@ -167,7 +167,7 @@ SLOW_TESTS = (
     "tests/test_end_to_end.py::test_alert_sensor_delivers_once", "tests/test_baselines.py::test_a_partition_reads",
     "tests/test_baselines.py::test_run_minutes_follow", "tests/test_quality_signals.py::test_a_healthy_promotion",
     "tests/test_bench_quick.py::test_scale_quick", "tests/test_bench_quick.py::test_detection_quick",
-    "tests/test_bench_quick.py::test_tick_quick", "tests/test_bench_quick.py::test_backfill_quick",
+    "tests/test_bench_quick.py::test_backfill_quick",
     "tests/test_real_gpu_capture.py", "tests/test_wheel.py", "tests/test_serving_signals.py::test_a_full_day",
     "tests/fault_injection/test_sigkill.py", "tests/fault_injection/test_drift_determinism.py",
     "tests/test_checks_windowed.py::test_live_windows_judge",

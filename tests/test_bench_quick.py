@@ -39,17 +39,8 @@ def test_detection_quick_finds_the_hang_sooner_than_the_threshold_rules(tmp_path
     assert rows["xid_error"]["Goodput recall"] == "1.00" and rows["xid_error"]["baseline recall"] == "1.00"
 
 
-def test_tick_quick(tmp_path):
-    out = tmp_path / "tick.json"
-    text = _bench("bench_tick.py", "--scenario", str(REPO / "bench" / "scenarios" / "quick.yaml"),
-                  "--home", str(tmp_path / "home"), "--out", str(out))
-    result = json.loads(out.read_text())
-    assert result["counts"]["training_steps"] > 0 and result["counts"]["gpu_samples"] == 720
-    assert "tick total" in text and "reference read_json+INSERT training_steps" in text
-    assert "line-by-line parse training_steps" in text   # the dirty-hour path is measured too
-
-
 def test_scale_quick(tmp_path):
+    """bench_scale.py's quick sizes, each one bench_tick.py run (the tick bench's own quick check too)."""
     out = tmp_path / "scale.json"
     text = _bench("bench_scale.py", "--quick", "--out", str(out))
     result = json.loads(out.read_text())
@@ -57,6 +48,12 @@ def test_scale_quick(tmp_path):
     # twice the GPUs, twice the samples: the table's growth columns compare like with like
     assert result["16"]["counts"]["gpu_samples"] == 2 * result["8"]["counts"]["gpu_samples"]
     assert "x time" in text and "peak RSS MiB" in text
+    for tick in result.values():
+        stages = [row["stage"].strip() for row in tick["rows"]]
+        assert tick["counts"]["training_steps"] > 0 and tick["tick_seconds"] > 0
+        assert "reference read_json+INSERT training_steps" in stages
+        # the dirty-hour path is measured too
+        assert "line-by-line parse training_steps (an hour with a bad line)" in stages
 
 
 def _gpu_rows(minutes: int, gpu: int = 0, run_id: str | None = "r", util: float = 0.9, temp: float = 60.0,
