@@ -82,12 +82,13 @@ def write_scenarios(sizes=SIZES) -> list[Path]:
 
 
 def measure(scenario: Path, home: Path) -> dict:
-    """Simulate in one subprocess, tick in another; the tick's JSON (seconds, peak RSS, rows)."""
-    goodput = [sys.executable, "-m", "orchestration.cli"]
+    """Simulate here, tick in a subprocess of its own (its peak RSS is the tick's alone); the tick's JSON
+    (seconds, peak RSS, rows)."""
+    from simulator import load_scenario, simulate
+
     t0 = time.monotonic()
     if not (home / "raw").exists():  # a kept home (--keep) is reused as it is
-        subprocess.run([*goodput, "simulate", "--scenario", str(scenario), "--out", str(home)], cwd=REPO, check=True,
-                       stdout=subprocess.DEVNULL)
+        simulate(load_scenario(scenario), home)
     simulate_s = time.monotonic() - t0
     for stale in ("bench.duckdb", "bench.duckdb.wal", "reference.duckdb", "reference.duckdb.wal"):
         (home / stale).unlink(missing_ok=True)  # every tick starts from an empty warehouse
