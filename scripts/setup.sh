@@ -36,12 +36,15 @@ fi
 # nothing is written and every process would compile all it imports, every time: there the venv and the project's
 # own packages (an editable install never compiles them) are compiled here, once. Where apt-get is still running
 # they are compiled too, in its wait.
+if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then compile=(--compile-bytecode); pip_compile=(); else compile=(); pip_compile=(--no-compile); fi
 if .venv/bin/pip install -q uv 2>/dev/null && .venv/bin/uv --version >/dev/null 2>&1; then
-    .venv/bin/uv pip install -q --python .venv/bin/python -e '.[dev]'
+    .venv/bin/uv pip install -q "${compile[@]}" --python .venv/bin/python -e '.[dev]'
 else
-    .venv/bin/pip install -q --no-compile -e '.[dev]'
+    .venv/bin/pip install -q "${pip_compile[@]}" -e '.[dev]'
 fi
-if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ] || { [ -n "$apt_pid" ] && kill -0 "$apt_pid" 2>/dev/null; }; then
+if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then
+    .venv/bin/python -m compileall -q -j 0 orchestration assets checks simulator sources board >/dev/null
+elif [ -n "$apt_pid" ] && kill -0 "$apt_pid" 2>/dev/null; then
     .venv/bin/python -m compileall -q -j 0 .venv/lib/python3*/site-packages orchestration assets checks simulator \
         sources board >/dev/null || true   # ahead of time only: a module that fails here fails at its import too
 fi
