@@ -62,7 +62,7 @@ def since(state: pd.DataFrame, signal: str, current: str, start: datetime) -> da
     row = _state(state, signal)
     if row is None or row["version"] != current or pd.isna(row["evaluated_until"]):
         return None
-    last = until(state, signal)
+    last = pd.Timestamp(row["evaluated_until"])
     first = last if pd.isna(row["dirty_from"]) else min(last, pd.Timestamp(row["dirty_from"]).floor("min"))
     if first < last - pd.Timedelta(minutes=LATE_MINUTES) or first <= pd.Timestamp(start):
         return None
