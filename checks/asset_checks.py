@@ -30,7 +30,8 @@ from checks import episodes, judgement, judgement_absent, windowed
 from checks.frames import stack
 from checks.registry import LINEAGE_COLUMNS, REGISTRY, Signal
 from checks.toolkit import figure
-from orchestration.board_links import BoardResource, report_link
+from orchestration.board_links import report_link
+from orchestration.board_resource import BoardResource
 from orchestration.config.thresholds import ThresholdsResource
 from orchestration.partitions import hourly, naive_utc
 from orchestration.shards import Shard, shard_of_run

@@ -9,7 +9,7 @@ each incident's page on the incident board (`BoardResource`, GOODPUT_BOARD_URL).
 import dagster as dg
 import pandas as pd
 
-from orchestration.board_links import BoardResource
+from orchestration.board_resource import BoardResource
 from orchestration.storage import sql
 from orchestration.storage.warehouse import POOL, WarehouseResource
 

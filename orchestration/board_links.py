@@ -2,13 +2,12 @@
 
 The base URL is `GOODPUT_BOARD_URL` (set it to the address people open, e.g. behind a proxy), else
 the board's default on loopback. Links are plain `https://.../incidents/<id>`, never server paths.
+No Dagster here (the CLI builds its parser from these constants): the runs' resource is orchestration/board_resource.py.
 """
 
 from __future__ import annotations
 
 from urllib.parse import quote
-
-import dagster as dg
 
 from orchestration.config.env import env_or
 
@@ -50,21 +49,3 @@ def alert_links(base: str, alert: dict) -> dict[str, str]:
     if report:
         links["board_report_url"] = report_link(base, report)
     return links
-
-
-class BoardResource(dg.ConfigurableResource):
-    """The incident board's base URL, for links in check metadata: the variable `url_env` names it
-    (GOODPUT_BOARD_URL), read where and when a step runs, not when the code location loads (the UI shows
-    the variable's name, like a `dg.EnvVar`); `url` where it is unset (default: the board on loopback)."""
-
-    url_env: str = BOARD_URL_ENV
-    url: str = DEFAULT_BOARD_URL
-
-    def base(self) -> str:
-        return board_url(self.url_env, self.url)
-
-    def incident(self, incident_id: str) -> str:
-        return incident_link(self.base(), incident_id)
-
-    def report(self, report_path: str) -> str:
-        return report_link(self.base(), report_path)

@@ -221,8 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     from orchestration.progress import announce_waits
 
     announce_waits()   # a wait longer than 2 s says what it waits for on stderr, piped or not
-    from orchestration.storage.instance import InstanceDamaged
-    from orchestration.storage.warehouse import WarehouseBusy, WarehouseDamaged, WarehouseMissing
+    from orchestration.config.home import InstanceDamaged
+    from orchestration.storage.warehouse_open import WarehouseBusy, WarehouseDamaged, WarehouseMissing
 
     try:
         return args.func(args)

@@ -10,7 +10,7 @@ from assets.sharded import sharded_assets
 from checks.asset_checks import signal_checks
 from checks.sharded import sharded_checks
 from orchestration.alerting.resource import alerting_resource_for
-from orchestration.board_links import BoardResource
+from orchestration.board_resource import BoardResource
 from orchestration.config.home import goodput_home, raw_root
 from orchestration.config.service_config import load_service_settings
 from orchestration.config.thresholds import ThresholdsResource

@@ -26,7 +26,7 @@ from assets.incidents import incidents
 from assets.ingest import ingest_assets
 from checks.asset_checks import signal_checks
 from checks.incident_checks import no_open_sev1_sev2, verdict
-from orchestration.board_links import BoardResource
+from orchestration.board_resource import BoardResource
 from orchestration.definitions import resources_for
 from orchestration.sensors import alerts as sensors
 from orchestration.storage.warehouse import WarehouseResource

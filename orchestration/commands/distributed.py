@@ -14,7 +14,6 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from orchestration.service.distributed import DAGSTER_DB, LAKE_DB, Endpoints, Workers, prepare_home, run_hours
 from orchestration.service.local_services import LocalPostgres, LocalRedis
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -35,6 +34,8 @@ def add_demo_arguments(parser) -> None:
 @contextlib.contextmanager
 def _services(home: Path, args):
     """The endpoints of the shared services: the ones given, or local ones started (and stopped) here."""
+    from orchestration.service.distributed import DAGSTER_DB, LAKE_DB, Endpoints
+
     with contextlib.ExitStack() as stack:
         if args.postgres:
             host, _, port = args.postgres.rpartition(":")
@@ -52,6 +53,8 @@ def _services(home: Path, args):
 def _create_databases(pg: tuple[str, int, str]) -> None:
     import psycopg2
 
+    from orchestration.service.distributed import DAGSTER_DB, LAKE_DB
+
     con = psycopg2.connect(host=pg[0], port=pg[1], user=pg[2], dbname="postgres", password=os.environ.get("PGPASSWORD"))
     con.autocommit = True
     with con.cursor() as cur:
@@ -67,6 +70,7 @@ def demo_distributed(home: Path, start: datetime, end: datetime, args, say):
     import dagster as dg
 
     from orchestration.partitions import hour_keys
+    from orchestration.service.distributed import Workers, prepare_home, run_hours
 
     with _services(home, args) as endpoints:
         env = prepare_home(home, endpoints)

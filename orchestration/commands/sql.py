@@ -44,18 +44,17 @@ def add_parser(sub) -> None:
 
 def cmd_sql(args) -> int:
     from orchestration.config.home import warehouse_path
-    from orchestration.storage.warehouse import WarehouseBusy, warehouse_for
+    from orchestration.storage.warehouse_open import WarehouseBusy
 
     home = use_home(args.home)
-    warehouse = warehouse_for(home)
     try:
-        columns, rows = _query(warehouse, args.query, 0.0)
+        columns, rows = _query(home, args.query, 0.0)
     except WarehouseBusy:
         # a run is writing: wait politely, with a live line on a terminal
         with Ticker() as ticker:
             ticker.update(f"waiting for a writing run to release the warehouse (up to {args.timeout:g}s)")
             try:
-                columns, rows = _query(warehouse, args.query, max(args.timeout, 0.0))
+                columns, rows = _query(home, args.query, max(args.timeout, 0.0))
             except WarehouseBusy as error:   # the holder: its PID and command, when the OS says
                 raise CliError(f"the warehouse {warehouse_path(home)} stayed locked by a writing run for {args.timeout:g}s "
                                f"(held by {error.holder}); try again, or pass a longer --timeout") from None
@@ -70,9 +69,11 @@ def cmd_sql(args) -> int:
     return 0
 
 
-def _query(warehouse, query: str, wait_seconds: float) -> tuple[list[str], list[tuple]]:
-    """(columns, rows) of one query on a short-lived read-only connection."""
-    with warehouse.connect(analyst=True, wait_seconds=wait_seconds) as con:   # no file-system access
+def _query(home, query: str, wait_seconds: float) -> tuple[list[str], list[tuple]]:
+    """(columns, rows) of one query on a short-lived read-only connection (an analyst's: no Dagster imported)."""
+    from orchestration.storage.warehouse_open import analyst_for
+
+    with analyst_for(home, wait_seconds) as con:   # no file-system access
         try:
             cursor = con.execute(query)
         except duckdb.Error as error:

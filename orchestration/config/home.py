@@ -15,6 +15,11 @@ from orchestration.config.service_config import load_service_settings
 
 DEFAULT_HOME = ".goodput"
 
+
+class InstanceDamaged(RuntimeError):
+    """The home's Dagster instance storage cannot be read (orchestration/storage/instance.py: open_instance)."""
+
+
 # The instance every Goodput process shares: one pool, `warehouse`, admits one writer at a time.
 DAGSTER_YAML = """\
 # Written by Goodput. Every asset and check that writes the warehouse runs in the pool

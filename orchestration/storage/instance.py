@@ -28,6 +28,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from orchestration.config.home import InstanceDamaged  # noqa: F401  (re-exported; the CLI imports it from there)
+
 log = logging.getLogger(__name__)
 
 FINISHED_STATUSES = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
@@ -125,10 +127,6 @@ def free_dead_run_slots(instance: dg.DagsterInstance | None, pool: str = POOL) -
         log.warning(slot.line(pool))
         freed.append(slot)
     return freed
-
-
-class InstanceDamaged(RuntimeError):
-    """The home's Dagster instance storage cannot be read."""
 
 
 def open_instance() -> dg.DagsterInstance:

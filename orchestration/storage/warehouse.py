@@ -17,6 +17,8 @@ Reliability (docs/reliability.md):
 - Analyst connections (`analyst=True`) cannot touch the file system: external access disabled and
   the configuration locked (no COPY ... TO, read_csv of other files, INSTALL, ATTACH).
 - Every run's set-up frees the pool slots of dead runs (orchestration/storage/instance.py).
+Opening the file (the lock waits, the damage checks, analysts' connections) is in
+orchestration/storage/warehouse_open.py, which imports no Dagster: the read-only commands use it alone.
 
 Two backends (issue 21; `warehouse:` in service.yaml, docs/deploy.md): `duckdb`, the file above (the
 default), and `ducklake`, a DuckLake catalog in PostgreSQL with Parquet data under a shared path
@@ -33,36 +35,34 @@ import contextlib
 import functools
 import hashlib
 import logging
-import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import duckdb
-import tenacity
 from pydantic import PrivateAttr
 
-from orchestration import progress
 from orchestration.config.home import warehouse_path
 from orchestration.config.service_config import load_service_settings
-from orchestration.storage import attached, warehouse_lake
+from orchestration.storage import warehouse_lake, warehouse_open
 from orchestration.storage.instance import POOL, free_dead_run_slots
 from orchestration.storage.raw_zone import is_live_run
 from orchestration.storage.sql import SQL_ROOT
+from orchestration.storage.warehouse_open import (
+    THREADS_ENV,
+    WarehouseBusy,
+    WarehouseDamaged,
+    WarehouseMissing,
+    check_file,
+    duckdb_threads,
+    marker_path,
+    open_file,
+    remove_warehouse,
+)
 from orchestration.storage.warehouse_retry import WarehouseConflict, conflict_retries, is_conflict, retry_conflicts
 
-__all__ = ["POOL", "WarehouseResource", "WarehouseBusy", "WarehouseLocked", "WarehouseMissing", "WarehouseDamaged",
-           "WarehouseConflict", "conflict_retries"]
-
-THREADS_ENV = "GOODPUT_DUCKDB_THREADS"
-ANALYST_CONFIG = {"enable_external_access": False}   # then, once the session is set up: lock_configuration
-
-
-class WarehouseBusy(RuntimeError):
-    """Another process holds the warehouse's write lock; try again later. `holder` says who, as the OS tells it."""
-
-    holder: str = "another process"
+__all__ = ["POOL", "THREADS_ENV", "WarehouseResource", "WarehouseBusy", "WarehouseLocked", "WarehouseMissing",
+           "WarehouseDamaged", "WarehouseConflict", "conflict_retries", "duckdb_threads", "marker_path", "remove_warehouse"]
 
 
 class WarehouseLocked(dg.RetryRequested, WarehouseBusy):
@@ -72,44 +72,6 @@ class WarehouseLocked(dg.RetryRequested, WarehouseBusy):
     def __init__(self, message: str, max_retries: int, seconds_to_wait: float):
         dg.RetryRequested.__init__(self, max_retries=max_retries, seconds_to_wait=seconds_to_wait)
         self.args = (message,)
-
-
-class WarehouseMissing(RuntimeError):
-    """The warehouse file does not exist yet (nothing has been ingested)."""
-
-
-class WarehouseDamaged(RuntimeError):
-    """The warehouse file is not a readable DuckDB database, or is gone where the home had one."""
-
-
-def _is_lock_error(error: Exception) -> bool:
-    text = str(error).lower()
-    return "lock" in text and ("conflicting" in text or "could not set" in text)
-
-
-def lock_holder(error: Exception) -> str:
-    """Who holds the lock, as the OS tells it: DuckDB's lock error names the PID; /proc its command."""
-    found = re.search(r"\(PID (\d+)\)", str(error))
-    if not found:
-        return "another process (the OS did not say which)"
-    pid = found.group(1)
-    try:
-        command = " ".join(Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").replace("\0", " ").split())
-    except OSError:
-        command = ""
-    return f"PID {pid} ({command[:160]})" if command else f"PID {pid}"
-
-
-def marker_path(path: Path) -> Path:
-    """The home's note that it has a warehouse at `path` (hidden, beside it; not matched by `warehouse.duckdb*`)."""
-    return path.with_name(f".{path.name}.created")
-
-
-def remove_warehouse(path: Path) -> None:
-    """Delete the warehouse on purpose (a demo reset, a benchmark from empty): the file, its WAL and the
-    marker, so that the next writer starts an empty one."""
-    for target in (path, path.with_name(path.name + ".wal"), marker_path(path)):
-        target.unlink(missing_ok=True)
 
 
 @functools.cache   # read once per process: every writer's connect checks them (20 connects a detect run)
@@ -257,24 +219,25 @@ class WarehouseResource(dg.ConfigurableResource):
         """A connection: read-write (migrated), or `read_only`; `analyst` connections (read-only) have no
         file-system access. A writer in a step (no `wait_seconds`) that finds the file locked raises
         `WarehouseLocked` (Dagster retries the step); otherwise a held lock is `WarehouseBusy`."""
+        if analyst:   # a database of its own, its settings locked (orchestration/storage/warehouse_open.py)
+            with warehouse_open.analyst(Path(self.path), self.lock_wait_seconds if wait_seconds is None else wait_seconds,
+                                        self.query_threads, self.backend, self.catalog, self.data_path) as con:
+                yield con
+            return
         if self.backend == "ducklake":
-            with self._connect_lake(read_only or analyst, analyst, in_step=not read_only and wait_seconds is None) as con:
+            with self._connect_lake(read_only, in_step=not read_only and wait_seconds is None) as con:
                 yield con
             return
         path = Path(self.path)
-        read_only = read_only or analyst
-        self._check_file(path, read_only)
+        check_file(path, read_only)
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
         in_step = not read_only and wait_seconds is None
-        handle = self._open(path, read_only, self.lock_wait_seconds if wait_seconds is None else wait_seconds,
-                            {**(ANALYST_CONFIG if analyst else {}), **duckdb_threads(self.query_threads)},
-                            self if in_step else None, analyst)
+        handle = open_file(path, read_only, self.lock_wait_seconds if wait_seconds is None else wait_seconds,
+                           duckdb_threads(self.query_threads), locked=self._locked if in_step else None)
         con = handle.con
         try:
             con.execute("SET TimeZone = 'UTC'")
-            if analyst:   # from here on no setting changes, external access above all
-                con.execute("SET lock_configuration = true")
             if not read_only:
                 marker = marker_path(path)
                 if not marker.exists():
@@ -285,23 +248,24 @@ class WarehouseResource(dg.ConfigurableResource):
         finally:
             handle.close()
 
+    def _locked(self, holder: str) -> WarehouseLocked:
+        """A step's writer met `holder`'s lock: Dagster retries the step, the pool slot freed meanwhile."""
+        return WarehouseLocked(
+            f"{self.path} is locked by {holder}; the step waits without the `{POOL}` pool slot and "
+            f"retries in {self.lock_retry_seconds:g}s (up to {self.lock_retries} times)",
+            max_retries=self.lock_retries, seconds_to_wait=self.lock_retry_seconds)
+
     @contextlib.contextmanager
-    def _connect_lake(self, read_only: bool, analyst: bool, in_step: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _connect_lake(self, read_only: bool, in_step: bool) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection to the process's DuckDB with the lake attached as its default catalog; no pool, no
         file lock: a commit conflict in a step becomes `WarehouseConflict` (the step is retried with backoff)."""
-        if analyst:   # its settings are locked: a database of its own (lock_configuration is per database)
-            con, state = duckdb.connect(":memory:", config=duckdb_threads(self.query_threads)), {"migrated": True}
-            warehouse_lake.attach(con, self.catalog, self.data_path, read_only=True)
-        else:
-            con, state = warehouse_lake.open_lake(self.catalog, self.data_path, read_only=read_only,
-                                                  config=duckdb_threads(self.query_threads))
+        con, state = warehouse_lake.open_lake(self.catalog, self.data_path, read_only=read_only,
+                                              config=duckdb_threads(self.query_threads))
         try:
             con.execute("SET TimeZone = 'UTC'")
             if not read_only and not state["migrated"]:   # once per process: the schema moves with the code
                 retry_conflicts(self.conflict_retries)(self._migrate_lake)(con)
                 state["migrated"] = True
-            if analyst:
-                con.execute("SET lock_configuration = true")
             yield con
         except duckdb.Error as error:
             if in_step and is_conflict(error):
@@ -323,65 +287,6 @@ class WarehouseResource(dg.ConfigurableResource):
             with self.connect(wait_seconds=self.lock_wait_seconds) as con, transaction(con, **frames):
                 return fn(con)
         return retry_conflicts(self.conflict_retries if self.backend == "ducklake" else 0)(attempt)()
-
-    @staticmethod
-    def _check_file(path: Path, read_only: bool) -> None:
-        if path.is_dir():
-            raise WarehouseDamaged(f"{path} is a directory, not a DuckDB warehouse: move it aside "
-                                   "(the next run creates a new warehouse; re-run its hours from the raw zone)")
-        if path.exists():
-            return
-        if read_only:
-            raise WarehouseMissing(f"no warehouse at {path}: run `goodput demo` or materialize the ingest assets first")
-        if marker_path(path).exists():
-            raise WarehouseDamaged(
-                f"{path} is gone, but this home had a warehouse there: restore it from a backup; or, to start an "
-                f"empty one and re-run its hours from the raw zone, delete {marker_path(path)}")
-
-    @staticmethod
-    def _open(path: Path, read_only: bool, wait_seconds: float, config: dict | None,
-              retry: WarehouseResource | None, analyst: bool = False) -> attached.Connection | attached.Plain:
-        """Connect (attach the file to the process's engine, orchestration/storage/attached.py; an analyst's
-        connection is a database of its own, its settings locked), waiting up to `wait_seconds` (backoff
-        0.05 s doubling to 1 s) while another process holds the write lock; then `WarehouseLocked` in a
-        step (`retry`), else `WarehouseBusy`."""
-        notice = progress.waiting(f"the warehouse {path}: a Goodput run holds its write lock (up to {wait_seconds:g}s)")
-        connect = tenacity.Retrying(
-            stop=tenacity.stop_after_delay(wait_seconds), wait=tenacity.wait_exponential(multiplier=0.05, max=1.0),
-            retry=tenacity.retry_if_exception(lambda e: isinstance(e, duckdb.IOException) and _is_lock_error(e)),
-            before_sleep=lambda _: notice.poll(), reraise=True)   # the CLI says what it waits for after 2 s
-        try:
-            if analyst:
-                return attached.Plain(connect(duckdb.connect, str(path), read_only=read_only, config=config or {}))
-            return connect(attached.open_file, str(path), read_only, config)
-        except duckdb.IOException as error:
-            if not _is_lock_error(error):
-                raise WarehouseDamaged(
-                    f"{path} is not a readable DuckDB warehouse ({' '.join(str(error).split())[:160]}): restore it "
-                    "from a backup, or move it aside and delete "
-                    f"{marker_path(path)}, then re-run its hours from the raw zone") from None
-            holder = lock_holder(error)
-            if retry is not None:
-                raise WarehouseLocked(
-                    f"{path} is locked by {holder}; the step waits without the `{POOL}` pool slot and "
-                    f"retries in {retry.lock_retry_seconds:g}s (up to {retry.lock_retries} times)",
-                    max_retries=retry.lock_retries, seconds_to_wait=retry.lock_retry_seconds) from error
-            busy = WarehouseBusy(f"{path} is locked by {holder}; try again shortly")
-            busy.holder = holder
-            raise busy from error
-
-
-def duckdb_threads(configured: int = 0, environ=None) -> dict:
-    """DuckDB's `threads` setting for a new database: GOODPUT_DUCKDB_THREADS where the environment sets it, else
-    `configured` (service.yaml's `warehouse.threads`), else nothing (DuckDB's default: one thread per core). On a
-    busy host a query spread over every core competes with the host's own work, and the extra threads cost CPU
-    of their own (BENCHMARKS.md section 35: the test suite on 2 cores used 6-17% less CPU with one)."""
-    text = (os.environ if environ is None else environ).get(THREADS_ENV, "").strip()
-    if text:
-        if not text.isdigit() or int(text) < 1:
-            raise ValueError(f"{THREADS_ENV}={text!r}: set a whole number of threads (1 or more), or unset it")
-        return {"threads": int(text)}
-    return {"threads": configured} if configured > 0 else {}
 
 
 def warehouse_for(home: Path) -> WarehouseResource:
