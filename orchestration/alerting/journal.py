@@ -21,7 +21,7 @@ import pandas as pd
 from orchestration.alerting.config import Retry
 from orchestration.alerting.payloads import TRANSITION_ORDER
 from orchestration.storage import sql
-from orchestration.storage.warehouse import transaction
+from orchestration.storage.sql import transaction
 
 # Outcomes: final ones end the attempts at a (sink, dedup key); `sending` is written before a request
 # to a sink that cannot take a repeat, so a crash between sending and journaling still counts as sent.

@@ -17,9 +17,9 @@ def _connect(home):
     import duckdb
 
     from orchestration.config.home import warehouse_path
-    from orchestration.storage.warehouse import warehouse_for
+    from orchestration.storage.warehouse_open import analyst_for
 
-    with warehouse_for(home).connect(read_only=True, wait_seconds=5) as con:
+    with analyst_for(home, wait_seconds=5) as con:   # read-only, and no Dagster loaded (warehouse_open.py)
         try:
             yield con
         except duckdb.CatalogException:

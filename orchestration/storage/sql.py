@@ -8,7 +8,9 @@ rejects unused ones. Parses are cached: per file, and per text for the filled te
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +86,21 @@ def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | No
 def literal(text: str) -> str:
     """`text` as an SQL string literal (for statements that take no parameters: ATTACH, CREATE SECRET)."""
     return "'" + text.replace("'", "''") + "'"
+
+
+@contextlib.contextmanager
+def transaction(con: duckdb.DuckDBPyConnection, **frames) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Register `frames` as views and run the block in one transaction: all of it lands, or none."""
+    for name, frame in frames.items():
+        con.register(name, frame)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+        con.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):   # a failed COMMIT (a lake conflict) has ended it already
+            con.execute("ROLLBACK")
+        raise
+    finally:
+        for name in frames:
+            con.unregister(name)

@@ -47,7 +47,7 @@ from orchestration.config.service_config import load_service_settings
 from orchestration.storage import warehouse_lake, warehouse_open
 from orchestration.storage.instance import POOL, free_dead_run_slots
 from orchestration.storage.raw_zone import is_live_run
-from orchestration.storage.sql import SQL_ROOT
+from orchestration.storage.sql import SQL_ROOT, transaction
 from orchestration.storage.warehouse_open import (
     THREADS_ENV,
     WarehouseBusy,
@@ -62,7 +62,8 @@ from orchestration.storage.warehouse_open import (
 from orchestration.storage.warehouse_retry import WarehouseConflict, conflict_retries, is_conflict, retry_conflicts
 
 __all__ = ["POOL", "THREADS_ENV", "WarehouseResource", "WarehouseBusy", "WarehouseLocked", "WarehouseMissing",
-           "WarehouseDamaged", "WarehouseConflict", "conflict_retries", "duckdb_threads", "marker_path", "remove_warehouse"]
+           "WarehouseDamaged", "WarehouseConflict", "conflict_retries", "duckdb_threads", "marker_path", "remove_warehouse",
+           "transaction"]
 
 
 class WarehouseLocked(dg.RetryRequested, WarehouseBusy):
@@ -145,24 +146,6 @@ def create_views(con: duckdb.DuckDBPyConnection, force: bool = False) -> bool:
         except duckdb.Error as error:
             logging.getLogger(__name__).warning("analyst view sql/views/%s.sql skipped: %s", name, " ".join(str(error).split()))
     return True
-
-
-@contextlib.contextmanager
-def transaction(con: duckdb.DuckDBPyConnection, **frames) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Register `frames` as views and run the block in one transaction: all of it lands, or none."""
-    for name, frame in frames.items():
-        con.register(name, frame)
-    con.execute("BEGIN TRANSACTION")
-    try:
-        yield con
-        con.execute("COMMIT")
-    except BaseException:
-        with contextlib.suppress(duckdb.Error):   # a failed COMMIT (a lake conflict) has ended it already
-            con.execute("ROLLBACK")
-        raise
-    finally:
-        for name in frames:
-            con.unregister(name)
 
 
 class WarehouseResource(dg.ConfigurableResource):
