@@ -168,6 +168,21 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], object]) -> 
     return folder
 
 
+def goodput_in_a_fresh_process(args: list[str]) -> tuple[int, list[str], list[str]]:
+    """`goodput ARGS` run by `orchestration.cli.main` in a new Python process: (its exit status, its output lines,
+    which of Dagster and pandas it had loaded when it returned). Its stderr is not captured."""
+    import subprocess
+    import sys
+
+    probe = ("import json, sys; from orchestration.cli import main; status = main(sys.argv[1:]); "
+             "print(json.dumps([status, [m for m in ('dagster', 'pandas') if m in sys.modules]]))")
+    done = subprocess.run([sys.executable, "-c", probe, *args], cwd=REPO, stdout=subprocess.PIPE, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, check=True)
+    *lines, last = done.stdout.strip().splitlines()
+    status, loaded = json.loads(last)
+    return status, lines, loaded
+
+
 def run_with_stderr_on_a_terminal(command: list[str], env: dict, timeout: float = 600) -> tuple[int, str, str]:
     """Run `command` with stderr on a pseudo-terminal (stdout piped), as a person at a terminal sees it.
     Returns (exit status, stdout, what the terminal showed)."""

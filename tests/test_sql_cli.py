@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from orchestration.storage.warehouse import WarehouseResource
-from tests.helpers import HOLDER
+from tests.helpers import HOLDER, goodput_in_a_fresh_process
 
 REPO = Path(__file__).resolve().parent.parent
 GOODPUT = [sys.executable, "-m", "orchestration.cli"]
@@ -64,26 +64,15 @@ def test_csv_and_json(home):
                           "partition_start": "2026-11-30T00:00:00"}
 
 
-def run_probe(args: list[str]) -> tuple[list[str], list]:
-    """`goodput ARGS` in a fresh process: (its output lines, [exit status, which of Dagster and pandas it loaded])."""
-    probe = ("import json, sys; from orchestration.cli import main; status = main(sys.argv[1:]); "
-             "print(json.dumps([status, [m for m in ('dagster', 'pandas') if m in sys.modules]]))")
-    done = subprocess.run([sys.executable, "-c", probe, *args], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert done.returncode == 0, done.stderr
-    *lines, loaded = done.stdout.strip().splitlines()
-    return lines, json.loads(loaded)
-
-
 def test_an_analysts_query_imports_neither_dagster_nor_pandas(home):
     """`goodput sql` opens the warehouse without the pipeline (orchestration/storage/warehouse_open.py): its
     process pays DuckDB's import, not Dagster's and pandas' (~1.4 CPU-s of the 1.65 a query cost before);
     `goodput incidents` reads with the same connection, without Dagster (it tabulates with pandas)."""
-    table, loaded = run_probe(["sql", "--home", str(home), "--csv", QUERY])
+    status, table, loaded = goodput_in_a_fresh_process(["sql", "--home", str(home), "--csv", QUERY])
     assert [row["source"] for row in csv.DictReader(io.StringIO("\n".join(table)))] == ["gpu_samples", "training_steps"]
-    assert loaded == [0, []]
-    listed, loaded = run_probe(["incidents", "--home", str(home), "--status", "all"])
-    assert listed[0] == f"no incidents in {home}" and loaded == [0, ["pandas"]]
+    assert (status, loaded) == (0, [])
+    status, listed, loaded = goodput_in_a_fresh_process(["incidents", "--home", str(home), "--status", "all"])
+    assert listed[0] == f"no incidents in {home}" and (status, loaded) == (0, ["pandas"])
 
 
 def test_the_views_answer_from_the_terminal(home):
