@@ -4,8 +4,9 @@ The connection is read-only and lives for one query, so the scheduled runs wait 
 long. DuckDB lets one process write a file and no other process open it meanwhile: while a run holds
 the write lock this command waits politely (retrying with backoff) up to `--timeout` seconds, then
 gives up with one line. Output is a readable table, or `--csv` / `--json` for other tools.
-The connection is an analyst's (`connect(analyst=True)`): DuckDB's external access is off and its
-configuration locked, so a query cannot read or write other files (COPY ... TO, read_csv, INSTALL, ATTACH).
+The connection is an analyst's (orchestration/storage/warehouse_open.py: `analyst_for`, no Dagster loaded):
+DuckDB's external access is off and its configuration locked, so a query cannot read or write other files
+(COPY ... TO, read_csv, INSTALL, ATTACH).
 """
 
 from __future__ import annotations

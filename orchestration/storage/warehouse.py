@@ -202,9 +202,10 @@ class WarehouseResource(dg.ConfigurableResource):
         """A connection: read-write (migrated), or `read_only`; `analyst` connections (read-only) have no
         file-system access. A writer in a step (no `wait_seconds`) that finds the file locked raises
         `WarehouseLocked` (Dagster retries the step); otherwise a held lock is `WarehouseBusy`."""
+        wait = self.lock_wait_seconds if wait_seconds is None else wait_seconds
         if analyst:   # a database of its own, its settings locked (orchestration/storage/warehouse_open.py)
-            with warehouse_open.analyst(Path(self.path), self.lock_wait_seconds if wait_seconds is None else wait_seconds,
-                                        self.query_threads, self.backend, self.catalog, self.data_path) as con:
+            with warehouse_open.analyst(Path(self.path), wait, self.query_threads, self.backend, self.catalog,
+                                        self.data_path) as con:
                 yield con
             return
         if self.backend == "ducklake":
@@ -216,8 +217,8 @@ class WarehouseResource(dg.ConfigurableResource):
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
         in_step = not read_only and wait_seconds is None
-        handle = open_file(path, read_only, self.lock_wait_seconds if wait_seconds is None else wait_seconds,
-                           duckdb_threads(self.query_threads), locked=self._locked if in_step else None)
+        handle = open_file(path, read_only, wait, duckdb_threads(self.query_threads),
+                           locked=self._locked if in_step else None)
         con = handle.con
         try:
             con.execute("SET TimeZone = 'UTC'")
