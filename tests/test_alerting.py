@@ -24,11 +24,11 @@ from orchestration.alerting.payloads import pagerduty_event, slack_message
 from orchestration.sensors import alerts as sensors
 from orchestration.sensors.alerts import goodput_run_failures, goodput_staleness, incident_alerts
 from tests.alerting_harness import REPO, SECRET_KEY, SINK_PATHS, TWO_EPISODES, clock, fold_hangs, home, loopback, resources, table, tick  # noqa: F401  (fixtures)
-from tests.helpers import _store, evaluated
+from tests.helpers import _store, evaluated, memory_instance
 
 
 def test_payloads_match_slack_pagerduty_and_webhook_formats(home, loopback, clock):
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         fold_hangs(home, instance, TWO_EPISODES, 179)
         result = tick(home, instance)
         fold_run = instance.get_latest_materialization_event(dg.AssetKey("incidents")).run_id
@@ -80,7 +80,7 @@ def test_payloads_match_slack_pagerduty_and_webhook_formats(home, loopback, cloc
 
 def test_a_server_failing_the_first_requests_still_gets_exactly_one_delivery_per_transition(home, loopback, clock):
     loopback.fail_left = {SINK_PATHS["slack"]: 4, SINK_PATHS["pagerduty"]: 5, "/hook": 2}
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         fold_hangs(home, instance, TWO_EPISODES, 179)
         ticks = 0
         while len(table(home, "SELECT * FROM alert_attempts WHERE outcome = 'delivered'")) < 16:
@@ -103,7 +103,7 @@ def test_a_server_failing_the_first_requests_still_gets_exactly_one_delivery_per
 
 def test_a_sink_down_for_an_hour_gets_everything_afterwards_in_order_without_duplicates(home, loopback, clock):
     loopback.fail_left = {"/hook": 10**6}
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         fold_hangs(home, instance, TWO_EPISODES[:2], 75)          # the first hang, still open
         for minute in range(0, 60, 5):
             if minute == 30:                                       # meanwhile it resolves and a second one comes and goes
@@ -128,7 +128,7 @@ def test_a_sink_down_for_an_hour_gets_everything_afterwards_in_order_without_dup
 
 def test_a_rejected_alert_is_logged_and_does_not_block_the_rest(home, loopback, clock):
     loopback.fail_left, loopback.status_for_failure = {"/hook": 1}, 400
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         fold_hangs(home, instance, TWO_EPISODES, 179)
         tick(home, instance)
     assert len(loopback.accepted("/hook")) == 3 and len([r for r in loopback.requests if r["path"] == "/hook"]) == 4
@@ -195,7 +195,7 @@ def test_run_failure_alert_fires_when_a_run_fails(home, loopback, clock):
     def failing_detect():
         ingest_hour()
 
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         result = failing_detect.execute_in_process(instance=instance, raise_on_error=False)
         assert not result.success
         run = instance.get_run_by_id(result.run_id)
@@ -235,7 +235,7 @@ def test_staleness_fires_when_ticks_stop_and_resolves_when_they_resume(home, loo
             result = goodput_staleness(context)
             return context.cursor, result
 
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         assert detect.execute_in_process(instance=instance).success
         end = instance.get_run_records(dg.RunsFilter(job_name="detect"), limit=1)[0].end_time
         clock.now = end + 60
@@ -268,7 +268,7 @@ def _raw(home):
 
 
 def test_incidents_command_lists_and_shows_with_playbook_and_lineage(home, clock):
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         fold_hangs(home, instance, TWO_EPISODES, 179)
         tick(home, instance)
     env = {k: v for k, v in os.environ.items() if k not in ("GOODPUT_HOME", "DAGSTER_HOME")}
@@ -303,7 +303,7 @@ class LockHolder:
 
 
 def test_a_held_write_lock_is_try_later_and_never_a_duplicate(home, loopback, clock, monkeypatch):
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         fold_hangs(home, instance, TWO_EPISODES, 179)
         holder = LockHolder(home / "warehouse.duckdb")
         try:
@@ -367,7 +367,7 @@ def test_an_escalation_by_cost_pages_again_on_the_same_dedup_key(home, loopback,
                      hosts=[f"node-{r // 8}"], gpus=[f"node-{r // 8}:{r % 8}"]) for r in range(64) for k in (0, 1)]
     warehouse = resources(home)["warehouse"]
     _store(warehouse, pd.DataFrame(found), evaluated("straggler_rank", 179))
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         assert dg.materialize([incidents], resources={"warehouse": warehouse}, instance=instance).success
         tick(home, instance)
     (inc,) = table(home, "SELECT * FROM incidents").to_dict("records")

@@ -383,16 +383,14 @@ TRAINING_FAULTS = {
 
 @pytest.fixture(scope="module")
 def faulty_home(tmp_path_factory):
-    import dagster as dg
-
     from simulator import simulate
     from simulator.scenario import scenario_from_dict
-    from tests.helpers import run_detect
+    from tests.helpers import memory_instance, run_detect
 
     home = tmp_path_factory.mktemp("training-faults")
     simulate(scenario_from_dict(TRAINING_FAULTS), home)
     results = {}
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         for key in ("2026-11-30-00:00", "2026-11-30-01:00"):
             results[key] = run_detect(home, key, instance)
     return home, results

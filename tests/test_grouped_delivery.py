@@ -7,11 +7,9 @@ still holds it) says so. Real HTTP sinks on loopback, the real alert sensor, the
 import html
 from datetime import datetime
 
-import dagster as dg
-
 from orchestration.cli import main as goodput
 from tests.alerting_harness import _fold, _xid_event, clock, home, loopback, table, tick  # noqa: F401  (fixtures)
-from tests.helpers import LiveBoard, text_of
+from tests.helpers import LiveBoard, memory_instance, text_of
 
 
 def _show(home, incident_id, capsys) -> str:
@@ -36,7 +34,7 @@ def test_a_member_names_the_grouped_notification_that_carried_it_and_an_undelive
         home, loopback, clock, capsys):
     # data: an XID 79 on node-0:3 (opened 00:01), its rank gone (00:02), the run's peers hung (00:06)
     clock.now = datetime.fromisoformat("2026-11-30T00:08:00+00:00").timestamp()
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         _fold(home, instance, _xid_event(0))
         tick(home, instance)       # 00:08: the XID and the dropout in one page; the hang waits for group_interval
         ids = dict(table(home, "SELECT signal, incident_id FROM incidents").itertuples(index=False))

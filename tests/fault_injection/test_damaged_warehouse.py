@@ -12,6 +12,7 @@ from orchestration.storage.instance import InstanceDamaged, open_instance
 from orchestration.storage.warehouse import WarehouseDamaged, WarehouseResource, marker_path
 from tests.fault_injection.conftest import PARTITION, new_home
 from tests.fault_injection.harness import fork_run, instance_of, materialize, materialize_now, step_messages
+from tests.helpers import memory_instance
 
 
 def test_a_warehouse_deleted_mid_run_is_not_recreated_and_the_run_fails(simulated, scratch):
@@ -56,7 +57,7 @@ def test_a_damaged_warehouse_is_one_line_naming_the_file(tmp_path, damage, capsy
 def test_a_damaged_writer_step_fails_with_the_line_not_a_traceback(simulated, scratch):
     home = new_home(simulated, scratch / "damaged-step")
     warehouse_path(home).mkdir()
-    with dg.instance_for_test() as instance:
+    with memory_instance() as instance:
         result = materialize_now(home, ["gpu_samples"], PARTITION, instance)
         assert not result.success
         (message,) = step_messages(instance, result.run_id, "STEP_FAILURE")
