@@ -42,8 +42,6 @@ import dagster as dg
 import duckdb
 from pydantic import PrivateAttr
 
-from orchestration.config.home import warehouse_path
-from orchestration.config.service_config import load_service_settings
 from orchestration.storage import warehouse_lake, warehouse_open
 from orchestration.storage.instance import POOL, free_dead_run_slots
 from orchestration.storage.raw_zone import is_live_run
@@ -275,7 +273,4 @@ class WarehouseResource(dg.ConfigurableResource):
 
 def warehouse_for(home: Path) -> WarehouseResource:
     """The warehouse of one Goodput home, as its service.yaml's `warehouse:` section chooses (default: the file)."""
-    settings = load_service_settings(Path(home)).warehouse
-    return WarehouseResource(path=str(warehouse_path(Path(home))), backend=settings.backend, catalog=settings.catalog or "",
-                             data_path=settings.data_path or "", conflict_retries=settings.conflict_retries,
-                             threads=settings.threads or 0, live_threads=settings.live_threads)
+    return WarehouseResource(**warehouse_open.warehouse_fields(home))

@@ -157,8 +157,17 @@ def analyst(path: Path, wait_seconds: float, threads: int = 0, backend: str = "d
         handle.close()
 
 
+def warehouse_fields(home: Path) -> dict:
+    """One home's warehouse as its service.yaml's `warehouse:` section chooses: the fields of the writers' resource
+    (orchestration/storage/warehouse.py `warehouse_for`), of which an analyst's connection takes its own."""
+    settings = load_service_settings(Path(home)).warehouse
+    return {"path": str(warehouse_path(Path(home))), "backend": settings.backend, "catalog": settings.catalog or "",
+            "data_path": settings.data_path or "", "conflict_retries": settings.conflict_retries,
+            "threads": settings.threads or 0, "live_threads": settings.live_threads}
+
+
 def analyst_for(home: Path, wait_seconds: float) -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
     """An analyst's connection to one home's warehouse, as its service.yaml's `warehouse:` section chooses."""
-    settings = load_service_settings(Path(home)).warehouse
-    return analyst(warehouse_path(Path(home)), wait_seconds, settings.threads or 0, settings.backend,
-                   settings.catalog or "", settings.data_path or "")
+    fields = warehouse_fields(home)
+    return analyst(Path(fields["path"]), wait_seconds, fields["threads"], fields["backend"], fields["catalog"],
+                   fields["data_path"])
