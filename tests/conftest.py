@@ -143,6 +143,33 @@ def quality_first_hours(tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="session")
+def small_folded(tmp_path_factory) -> Path:
+    """The small scenario's two hours through ingest, the training baselines and every signal's check (the
+    assets materialized, not the detect job), then the incidents fold, once per test session for every xdist
+    worker (tests/test_board.py and tests/test_report.py land on different workers). Read-only: copy it
+    (tests/helpers.py: copy_home) to write."""
+    import dagster as dg
+
+    from assets.baselines import training_baselines
+    from assets.incidents import incidents
+    from assets.ingest import ingest_assets
+    from checks.asset_checks import signal_checks
+
+    def build(folder: Path) -> None:
+        home = folder / "home"
+        simulate(load_scenario(SMALL), home)
+        resources = resources_for(home)
+        with memory_instance() as instance:
+            for key in ("2026-11-30-00:00", "2026-11-30-01:00"):
+                assert dg.materialize([*ingest_assets, training_baselines, *signal_checks], resources=resources,
+                                      partition_key=key, instance=instance).success
+            assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources,
+                                  instance=instance).success
+
+    return built_once(tmp_path_factory, "small-folded", build) / "home"
+
+
+@pytest.fixture(scope="session")
 def shards_unsharded(tmp_path_factory) -> Path:
     """tests/fixtures/shards.yaml detected hour by hour and folded in one unsharded home, once per test session
     for every xdist worker: the reference tests/test_shards.py's embedded shards must equal. Read-only: copy to
@@ -158,7 +185,7 @@ def shards_unsharded(tmp_path_factory) -> Path:
 
 # `slow` (over ~20 s of CPU, measured with --durations=0 under `.ci/run`): every test that uses one of these
 # scenario-sized fixtures (whichever runs first builds it), and these tests by node id prefix.
-SLOW_FIXTURES = {"small_demo", "quality_first_hours", "faults_embedded", "inference", "processed", "folded", "serving_home",
+SLOW_FIXTURES = {"small_demo", "small_folded", "quality_first_hours", "faults_embedded", "inference", "processed", "folded", "serving_home",
                  "shapes", "oncall", "ui", "embedded", "distributed", "sharded_homes",
                  "shards_unsharded"}
 SLOW_TESTS = (

@@ -21,17 +21,13 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from assets.baselines import training_baselines
 from assets.incidents import incidents
-from assets.ingest import ingest_assets
-from checks.asset_checks import signal_checks
 from checks.incident_checks import no_open_sev1_sev2, verdict
 from orchestration.board_resource import BoardResource
 from orchestration.definitions import resources_for
 from orchestration.sensors import alerts as sensors
 from orchestration.storage.warehouse import WarehouseResource
-from simulator import load_scenario, simulate
-from tests.helpers import HOLDER, SMALL, LiveBoard, _hang, _store, evaluated, memory_instance, text_of
+from tests.helpers import HOLDER, LiveBoard, _hang, _store, copy_home, evaluated, memory_instance, text_of
 
 T0 = pd.Timestamp("2026-11-30 00:50:00")
 
@@ -179,20 +175,12 @@ def test_a_staleness_alert_is_listed_as_an_open_incident_and_leaves_when_fresh(t
 
 
 @pytest.fixture(scope="module")
-def small_processed(tmp_path_factory) -> Path:
-    """The small scenario (one 20-minute hang) through ingest, every check and the fold; alerts delivered
-    to the file sink by the real alert sensor."""
-    home = tmp_path_factory.mktemp("board")
-    simulate(load_scenario(SMALL), home)
-    resources = resources_for(home)
-    with memory_instance() as instance:
-        for key in ("2026-11-30-00:00", "2026-11-30-01:00"):
-            assert dg.materialize([*ingest_assets, training_baselines, *signal_checks], resources=resources, partition_key=key,
-                                  instance=instance).success
-        assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources,
-                              instance=instance).success
-        with dg.build_sensor_context(instance=instance, resources=resources) as context:
-            sensors.incident_alerts(context)
+def small_processed(tmp_path_factory, small_folded) -> Path:
+    """The small scenario (one 20-minute hang) through ingest, every check and the fold (the session's
+    small_folded, copied); alerts delivered to the file sink by the real alert sensor."""
+    home = copy_home(small_folded, tmp_path_factory.mktemp("board") / "home")
+    with memory_instance() as instance, dg.build_sensor_context(instance=instance, resources=resources_for(home)) as context:
+        sensors.incident_alerts(context)
     return home
 
 

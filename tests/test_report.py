@@ -21,14 +21,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from assets.baselines import training_baselines
-from assets.incidents import incidents
-from assets.ingest import ingest_assets
-from checks.asset_checks import signal_checks
 from orchestration.definitions import resources_for
 from orchestration.plots import markdown_image, rank_plot, run_plot
-from simulator import load_scenario, simulate
-from tests.helpers import SMALL, memory_instance
+from tests.helpers import copy_home, memory_instance
 
 REPO = Path(__file__).resolve().parent.parent
 GOODPUT = [sys.executable, "-m", "orchestration.cli"]
@@ -47,16 +42,10 @@ def goodput(*args):
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory) -> Path:
-    home = tmp_path_factory.mktemp("report")
-    simulate(load_scenario(SMALL), home)
-    resources = resources_for(home)
-    with memory_instance() as instance:
-        for key in ("2026-11-30-00:00", "2026-11-30-01:00"):
-            assert dg.materialize([*ingest_assets, training_baselines, *signal_checks], resources=resources, partition_key=key,
-                                  instance=instance).success
-        assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources, instance=instance).success
-    return home
+def home(tmp_path_factory, small_folded) -> Path:
+    """The small scenario's two hours detected and folded (the session's small_folded), copied: the tests write
+    reports and plots into it."""
+    return copy_home(small_folded, tmp_path_factory.mktemp("report") / "home")
 
 
 def pixels(png: bytes) -> np.ndarray:
