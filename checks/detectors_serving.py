@@ -45,10 +45,6 @@ def _finding(stretch: pd.DataFrame, active: pd.DataFrame, value: float, baseline
 _PER_ENDPOINT = {"key": "endpoint", "time": "tick", "closed": "right"}
 
 
-def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
-    return prepare(frame, "endpoint")
-
-
 def _findings(rows: list[dict]) -> pd.DataFrame:
     return findings_frame(rows, SERVING_COLUMNS)
 
@@ -67,7 +63,7 @@ def serving_latency_regression(frame: pd.DataFrame, thresholds: Mapping[str, flo
     version the endpoint served, so a slower version after a promotion stands out."""
     if frame.empty:
         return _findings([])
-    f = _prepared(frame)
+    f = prepare(frame, "endpoint")
     ratios, minute_ratios = {}, {}
     for m in LATENCY:
         base = f[f"{m}_baseline"].where(f[f"{m}_baseline"] > 0)
@@ -106,7 +102,7 @@ def serving_latency_slo_breach(frame: pd.DataFrame, thresholds: Mapping[str, flo
     p95, p99); without one, the signal's `ttft_p99_slo_seconds` and `itl_p99_slo_seconds` apply."""
     if frame.empty:
         return _findings([])
-    f = _prepared(frame)
+    f = prepare(frame, "endpoint")
     defaults = {"ttft_p99": thresholds["ttft_p99_slo_seconds"], "itl_p99": thresholds["itl_p99_slo_seconds"]}
     over, slo = {}, {}
     for m in LATENCY:
@@ -161,7 +157,7 @@ def serving_queue_growth(frame: pd.DataFrame, thresholds: Mapping[str, float]) -
     load curve rises over hours, not minutes."""
     if frame.empty:
         return _findings([])
-    f = _prepared(frame)
+    f = prepare(frame, "endpoint")
     window = thresholds["window_minutes"]
     f["level"] = rolling(f, f["requests_waiting"], thresholds["level_minutes"], "median", **_PER_ENDPOINT)
     then = f[["endpoint", "tick", "level"]].rename(columns={"level": "level_before"})
@@ -208,7 +204,7 @@ def serving_batch_saturation(frame: pd.DataFrame, thresholds: Mapping[str, float
     when the KV cache cannot grow it: a healthy engine preempts nothing)."""
     if frame.empty:
         return _findings([])
-    f = _prepared(frame)
+    f = prepare(frame, "endpoint")
     kv_full = f["kv_cache_usage_ratio"].ge(thresholds["kv_cache_full_ratio"])
     limit = f["slo_max_num_seqs"].astype(float)
     running_full = limit.notna() & f["requests_running"].ge(thresholds["running_full_ratio"] * limit)
@@ -255,7 +251,7 @@ def serving_error_rate(frame: pd.DataFrame, thresholds: Mapping[str, float]) -> 
     serving_minutes, where a counter that went down (a restart) counts from zero."""
     if frame.empty:
         return _findings([])
-    f = _prepared(frame)
+    f = prepare(frame, "endpoint")
     window = thresholds["window_minutes"]
     requests = rolling(f, f["requests"].fillna(0), window, "sum", **_PER_ENDPOINT)
     failures = rolling(f, f["failures"].fillna(0), window, "sum", **_PER_ENDPOINT)
