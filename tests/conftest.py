@@ -10,7 +10,7 @@ import pytest
 
 from orchestration.definitions import resources_for
 from simulator import load_scenario, simulate
-from tests.helpers import SMALL, built_once, memory_instance, run_with_stderr_on_a_terminal
+from tests.helpers import SMALL, built_once, check_and_fold, memory_instance, run_with_stderr_on_a_terminal
 
 # One DuckDB thread a query in every process the tests start (unless the caller's environment says otherwise):
 # `-n 4` runs four test processes on CI's two cores, and a query spread over both cores competes with the
@@ -148,23 +148,10 @@ def small_folded(tmp_path_factory) -> Path:
     assets materialized, not the detect job), then the incidents fold, once per test session for every xdist
     worker (tests/test_board.py and tests/test_report.py land on different workers). Read-only: copy it
     (tests/helpers.py: copy_home) to write."""
-    import dagster as dg
-
-    from assets.baselines import training_baselines
-    from assets.incidents import incidents
-    from assets.ingest import ingest_assets
-    from checks.asset_checks import signal_checks
-
     def build(folder: Path) -> None:
-        home = folder / "home"
-        simulate(load_scenario(SMALL), home)
-        resources = resources_for(home)
+        simulate(load_scenario(SMALL), folder / "home")
         with memory_instance() as instance:
-            for key in ("2026-11-30-00:00", "2026-11-30-01:00"):
-                assert dg.materialize([*ingest_assets, training_baselines, *signal_checks], resources=resources,
-                                      partition_key=key, instance=instance).success
-            assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources,
-                                  instance=instance).success
+            check_and_fold(resources_for(folder / "home"), instance, ("2026-11-30-00:00", "2026-11-30-01:00"))
 
     return built_once(tmp_path_factory, "small-folded", build) / "home"
 

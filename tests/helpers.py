@@ -96,6 +96,21 @@ def run_ingest(home: Path, partition_key: str, instance, *more) -> dg.ExecuteInP
     return result
 
 
+def check_and_fold(resources, instance, hours) -> None:
+    """`hours` through ingest, the training baselines and every signal's check (the assets materialized, not the
+    detect job), then the incidents fold, on one home's `resources`."""
+    from assets.baselines import training_baselines
+    from assets.incidents import incidents
+    from assets.ingest import ingest_assets
+    from checks.asset_checks import signal_checks
+
+    for key in hours:
+        assert dg.materialize([*ingest_assets, training_baselines, *signal_checks], resources=resources, partition_key=key,
+                              instance=instance).success
+    assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources,
+                          instance=instance).success
+
+
 def run_baselines(home: Path, partition_key: str, instance) -> dg.ExecuteInProcessResult:
     """Ingest and the training and GPU baselines (run_minutes, rank_minutes, run_starts, gpu_minutes) on one hour."""
     from assets.baselines import gpu_baselines, training_baselines

@@ -43,7 +43,7 @@ def goodput(*args):
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory, small_folded) -> Path:
-    """The small scenario's two hours detected and folded (the session's small_folded), copied: the tests write
+    """The small scenario's two hours checked and folded (the session's small_folded), copied: the tests write
     reports and plots into it."""
     return copy_home(small_folded, tmp_path_factory.mktemp("report") / "home")
 

@@ -15,19 +15,14 @@ import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import dagster as dg
 import pandas as pd
 import pytest
 import yaml
 
-from assets.baselines import training_baselines
-from assets.incidents import incidents
-from assets.ingest import ingest_assets
-from checks.asset_checks import signal_checks
 from orchestration.definitions import resources_for
 from orchestration.storage.warehouse import WarehouseResource, create_views, views
 from simulator import load_scenario, scenario_from_dict, simulate
-from tests.helpers import SMALL, memory_instance
+from tests.helpers import SMALL, check_and_fold, memory_instance
 
 VIEWS = {"runs", "stall_windows", "restarts", "gpu_time", "goodput", "run_health", "open_incidents",
          "badput_by_run", "badput_by_team_day", "badput_by_cause", "restart_badput", "incident_restart_cost",
@@ -35,13 +30,6 @@ VIEWS = {"runs", "stall_windows", "restarts", "gpu_time", "goodput", "run_health
 VIEWS |= {"monitor_incidents", "open_incident_groups"}   # the monitor's incidents; GPU-hours at risk per correlated group
 VIEWS |= {"judged_entities", "unjudged_entities"}         # what the checks could judge, and the entity-hours none could
 HOURS = ("2026-11-30-00:00", "2026-11-30-01:00")
-
-
-def _process(resources, instance, hours) -> None:
-    for key in hours:
-        assert dg.materialize([*ingest_assets, training_baselines, *signal_checks], resources=resources, partition_key=key,
-                              instance=instance).success
-    assert dg.materialize([incidents, *ingest_assets], selection=[incidents.key], resources=resources, instance=instance).success
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +40,10 @@ def small(tmp_path_factory):
     simulate(scenario, home)
     resources = resources_for(home)
     with memory_instance() as instance:
-        _process(resources, instance, HOURS[:1])
+        check_and_fold(resources, instance, HOURS[:1])
         partial = home / "partial.duckdb"
         shutil.copy(home / "warehouse.duckdb", partial)
-        _process(resources, instance, HOURS[1:])
+        check_and_fold(resources, instance, HOURS[1:])
     return {"home": home, "scenario": scenario, "full": resources["warehouse"],
             "partial": WarehouseResource(path=str(partial))}
 
@@ -69,7 +57,7 @@ def clean(tmp_path_factory):
     simulate(scenario_from_dict(document, source="small-without-faults"), home)
     resources = resources_for(home)
     with memory_instance() as instance:
-        _process(resources, instance, HOURS)
+        check_and_fold(resources, instance, HOURS)
     return resources["warehouse"]
 
 
